@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/podfence/podfence/topology"
 	"k8s.io/utils/cpuset"
 )
 
@@ -72,11 +73,11 @@ func (a *Allocation) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	cpus, err := cpuset.Parse(j.CPUs)
+	cpus, err := topology.ParseCPUList(j.CPUs)
 	if err != nil {
 		return fmt.Errorf("field cpus %q: %w", j.CPUs, err)
 	}
-	idled, err := cpuset.Parse(j.Idled)
+	idled, err := topology.ParseCPUList(j.Idled)
 	if err != nil {
 		return fmt.Errorf("field idled %q: %w", j.Idled, err)
 	}

@@ -82,10 +82,14 @@ func (t *Topology) distinct(set cpuset.CPUSet, key func(CPU) int) []int {
 }
 
 // Sockets returns the socket IDs, sorted.
-func (t *Topology) Sockets() []int { return t.distinct(cpuset.New(), func(c CPU) int { return c.Socket }) }
+func (t *Topology) Sockets() []int {
+	return t.distinct(cpuset.New(), func(c CPU) int { return c.Socket })
+}
 
 // NUMANodes returns the NUMA node IDs that hold online CPUs, sorted.
-func (t *Topology) NUMANodes() []int { return t.distinct(cpuset.New(), func(c CPU) int { return c.NUMA }) }
+func (t *Topology) NUMANodes() []int {
+	return t.distinct(cpuset.New(), func(c CPU) int { return c.NUMA })
+}
 
 // Cores returns the physical core IDs, sorted.
 func (t *Topology) Cores() []int { return t.distinct(cpuset.New(), func(c CPU) int { return c.Core }) }
