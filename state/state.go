@@ -38,7 +38,9 @@ type Allocation struct {
 	Type      string
 	CPUs      cpuset.CPUSet
 	Idled     cpuset.CPUSet
-	MilliCPU  int64
+	// SharedPool and MilliCPU: the shared-pool share, alone or beside exclusive CPUs.
+	SharedPool string
+	MilliCPU   int64
 }
 
 // Key returns the allocation's container key.
@@ -56,6 +58,7 @@ type allocationJSON struct {
 	Type      string `json:"type"`
 	CPUs      string `json:"cpus,omitempty"`
 	Idled     string `json:"idled,omitempty"`
+	Shared    string `json:"sharedPool,omitempty"`
 	MilliCPU  int64  `json:"milliCPU,omitempty"`
 }
 
@@ -63,7 +66,7 @@ type allocationJSON struct {
 func (a Allocation) MarshalJSON() ([]byte, error) {
 	return json.Marshal(allocationJSON{
 		PodUID: a.PodUID, Namespace: a.Namespace, Pod: a.Pod, Container: a.Container,
-		Pool: a.Pool, Type: a.Type, CPUs: a.CPUs.String(), Idled: a.Idled.String(), MilliCPU: a.MilliCPU,
+		Pool: a.Pool, Type: a.Type, CPUs: a.CPUs.String(), Idled: a.Idled.String(), Shared: a.SharedPool, MilliCPU: a.MilliCPU,
 	})
 }
 
@@ -82,6 +85,6 @@ func (a *Allocation) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("field idled %q: %w", j.Idled, err)
 	}
 	*a = Allocation{PodUID: j.PodUID, Namespace: j.Namespace, Pod: j.Pod, Container: j.Container,
-		Pool: j.Pool, Type: j.Type, CPUs: cpus, Idled: idled, MilliCPU: j.MilliCPU}
+		Pool: j.Pool, Type: j.Type, CPUs: cpus, Idled: idled, SharedPool: j.Shared, MilliCPU: j.MilliCPU}
 	return nil
 }
