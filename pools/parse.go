@@ -1,0 +1,203 @@
+package pools
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/podfence/podfence/topology"
+	"go.yaml.in/yaml/v2"
+)
+
+// File name patterns Load reads from a directory (CPU-Pooler reads poolconfig-*).
+const (
+	patternYAML = "poolconfig-*.yaml"
+	patternYML  = "poolconfig-*.yml"
+)
+
+// rawConfig and rawPool mirror the YAML. Scalars decode into strings with their text as
+// written (CPU-Pooler uses the same YAML 1.1 decoder); Extra catches unknown fields so that
+// errors can name them.
+type rawConfig struct {
+	Pools        map[string]*rawPool `yaml:"pools"`
+	NodeSelector map[string]string   `yaml:"nodeSelector"`
+	Extra        map[string]any      `yaml:",inline"`
+}
+
+type rawPool struct {
+	CPUs     string         `yaml:"cpus"`
+	HTPolicy string         `yaml:"hyperThreadingPolicy"`
+	Extra    map[string]any `yaml:",inline"`
+}
+
+// Parse reads one pool config document and validates it (see Config.Validate). source names
+// the input in errors. Unknown fields, duplicate keys and further YAML documents are errors.
+// Every problem found is returned, each a *ConfigError, joined with errors.Join.
+func Parse(source string, data []byte) (*Config, error) {
+	var raw rawConfig
+	if err := decodeOne(data, &raw); err != nil {
+		return nil, &ConfigError{Source: source, Reason: yamlReason(err), Err: err}
+	}
+	cfg := &Config{Source: source, NodeSelector: raw.NodeSelector}
+	var errs []error
+	unknown := func(pool string, extra map[string]any, allowed string) {
+		for _, field := range sortedKeys(extra) {
+			errs = append(errs, &ConfigError{Source: source, Pool: pool, Field: field,
+				Reason: "unknown field (allowed: " + allowed + ")"})
+		}
+	}
+	unknown("", raw.Extra, "pools, nodeSelector")
+	for _, name := range sortedKeys(raw.Pools) {
+		rp := raw.Pools[name]
+		if rp == nil { // "name:" with no value
+			rp = &rawPool{}
+		}
+		unknown(name, rp.Extra, "cpus, hyperThreadingPolicy")
+		cpus, err := topology.ParseCPUList(rp.CPUs)
+		if err != nil {
+			errs = append(errs, &ConfigError{Source: source, Pool: name, Field: "cpus", Value: rp.CPUs,
+				Reason: innerText(err), Err: err})
+			continue
+		}
+		ht := HTPolicy(rp.HTPolicy)
+		if ht == "" {
+			ht = MultiThreaded
+		}
+		cfg.Pools = append(cfg.Pools, Pool{Name: name, Type: TypeOf(name), CPUs: cpus, HTPolicy: ht})
+	}
+	if len(errs) == 0 || len(cfg.Pools) > 0 {
+		errs = append(errs, cfg.Validate())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// decodeOne decodes the first YAML document of data into v and fails if another follows.
+// An empty input decodes as an empty document.
+func decodeOne(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.SetStrict(true)
+	if err := dec.Decode(v); err == io.EOF {
+		return nil
+	} else if err != nil {
+		return err // the decoder must not be used after an error
+	}
+	var next any
+	switch err := dec.Decode(&next); {
+	case err == io.EOF:
+		return nil
+	case err != nil:
+		return fmt.Errorf("second document: %w", err)
+	case next != nil:
+		return errors.New("holds more than one YAML document (want one pool config per file)")
+	}
+	return nil
+}
+
+// yamlReason turns a YAML error into text for operators, naming the schema instead of Go types.
+func yamlReason(err error) string {
+	var te *yaml.TypeError
+	if msg := err.Error(); !strings.Contains(msg, "yaml: ") {
+		return msg // ours, from decodeOne
+	} else if !errors.As(err, &te) {
+		return "invalid YAML: " + strings.Replace(msg, "yaml: ", "", 1)
+	}
+	names := strings.NewReplacer(
+		"map[string]*pools.rawPool", "pools (a mapping of pool names to pools)",
+		"map[string]string", "nodeSelector (a mapping of node labels to values)",
+		"type pools.rawPool", "the pool",
+		"type pools.rawConfig", "the config",
+		"pools.rawPool", "a pool (a mapping with cpus and hyperThreadingPolicy)",
+		"pools.rawConfig", "a pool config (a mapping with pools and nodeSelector)",
+		"!!seq", "a list", "!!map", "a mapping", "!!str", "a string",
+		"into string", "into a string",
+	)
+	return "does not match the pool config format: " + names.Replace(strings.Join(te.Errors, "; "))
+}
+
+// innerText drops the outer context of a wrapped error, which the caller already gives.
+func innerText(err error) string {
+	if inner := errors.Unwrap(err); inner != nil {
+		return inner.Error()
+	}
+	return err.Error()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Load reads pool configs from path: a single file (any name), or a directory such as a
+// mounted ConfigMap, where it reads every top-level entry named poolconfig-*.yaml or
+// poolconfig-*.yml in name order, following symlinks and skipping names that start with
+// ".." (the ConfigMap volume's own ..data links). Errors from every file are returned.
+func Load(path string) ([]*Config, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("load pool configs: %w", err)
+	}
+	if !info.IsDir() {
+		cfg, err := loadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return []*Config{cfg}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("load pool configs: %w", err)
+	}
+	var configs []*Config
+	var errs []error
+	var others []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, "..") {
+			continue
+		}
+		yamlName, _ := filepath.Match(patternYAML, name)
+		ymlName, _ := filepath.Match(patternYML, name)
+		if !yamlName && !ymlName {
+			others = append(others, name)
+			continue
+		}
+		cfg, err := loadFile(filepath.Join(path, name))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		configs = append(configs, cfg)
+	}
+	if len(configs) == 0 && len(errs) == 0 {
+		found := "it is empty"
+		if len(others) > 0 {
+			found = "it holds " + strings.Join(others, ", ")
+		}
+		return nil, fmt.Errorf("no pool config in %s: want files named %s or %s, but %s",
+			path, patternYAML, patternYML, found)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return configs, nil
+}
+
+func loadFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load pool config: %w", err)
+	}
+	return Parse(path, data)
+}
