@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/podfence/podfence/example"
+	"github.com/podfence/podfence/manifest"
+	"github.com/podfence/podfence/plan"
+	"github.com/podfence/podfence/pools"
+	"github.com/podfence/podfence/topology"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+)
+
+type planFlags struct {
+	topology string
+	pools    string
+	labels   []string
+	output   string
+}
+
+func newPlanCmd() *cobra.Command {
+	var f planFlags
+	cmd := &cobra.Command{
+		Use:   "plan [POD-MANIFEST ...]",
+		Short: "Show how a node's CPUs would be split between pods (dry run)",
+		Long: `plan reads a node topology, a CPU-Pooler pool config and Pod manifests, and prints
+what podfence would give each container: pool, CPUs and their placement, memory nodes, CFS
+quota and environment, then pool utilisation, refusals and warnings.
+
+With no arguments and no flags it runs an embedded example: a 2-socket SMT node, sample pools
+and sample pods, one of which does not fit.`,
+		Example: `  podfence plan
+  podfence plan --topology host --pools /etc/podfence/pools pods.yaml
+  podfence plan --topology sockets=2,numa=4,cores=64,threads=2 --pools poolconfig-a.yaml -o json pods.yaml`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPlan(cmd.OutOrStdout(), f, args)
+		},
+	}
+	cmd.Flags().StringVar(&f.topology, "topology", "", `node topology: "host" (this machine's /sys), a sysfs root directory, or a synthetic spec such as "sockets=2,numa=4,cores=64,threads=2" (default: the example's)`)
+	cmd.Flags().StringVar(&f.pools, "pools", "", "pool config: a poolconfig-*.yaml file or a directory of them (default: the example's)")
+	cmd.Flags().StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against nodeSelector (repeatable)")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func runPlan(out io.Writer, f planFlags, args []string) error {
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("flag --output %q: want text or json", f.output)
+	}
+	topo, err := loadTopology(f.topology)
+	if err != nil {
+		return err
+	}
+	labels, err := parseLabels(f.labels)
+	if err != nil {
+		return err
+	}
+	var configs []*pools.Config
+	if f.pools == "" {
+		cfg, err := pools.Parse("embedded "+example.PoolConfigName, example.PoolConfig)
+		if err != nil {
+			return err
+		}
+		configs = []*pools.Config{cfg}
+		if len(f.labels) == 0 {
+			labels = example.NodeLabels()
+		}
+	} else if configs, err = pools.Load(f.pools); err != nil {
+		return err
+	}
+	cfg, err := pools.Select(configs, labels)
+	if err != nil {
+		return err
+	}
+	layout, err := pools.Resolve(cfg, topo)
+	if err != nil {
+		return err
+	}
+	pods, err := readPods(args)
+	if err != nil {
+		return err
+	}
+	node := plan.NewNode(topo, layout, plan.Policy{})
+	rep := node.PlanPods(plan.NewState(node), pods)
+	if f.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Node     string `json:"node"`
+			Topology string `json:"topology"`
+			Pools    string `json:"poolConfig"`
+			plan.Report
+		}{topo.Summary(), topo.Source, layout.Source, rep})
+	}
+	return node.WriteText(out, rep)
+}
+
+func loadTopology(v string) (*topology.Topology, error) {
+	switch {
+	case v == "":
+		return topology.Synthetic(example.Topology)
+	case v == "host":
+		return topology.Discover("/sys")
+	case strings.Contains(v, "="):
+		return topology.Synthetic(v)
+	}
+	st, err := os.Stat(v)
+	if err != nil || !st.IsDir() {
+		return nil, fmt.Errorf(`flag --topology %q: want "host", a sysfs root directory, or a spec like "sockets=2,numa=4,cores=64,threads=2"`, v)
+	}
+	return topology.Discover(v)
+}
+
+func parseLabels(kvs []string) (map[string]string, error) {
+	labels := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("flag --node-label %q: want key=value", kv)
+		}
+		labels[k] = v
+	}
+	return labels, nil
+}
+
+func readPods(files []string) ([]*corev1.Pod, error) {
+	if len(files) == 0 {
+		return manifest.ReadPods(bytes.NewReader(example.Pods), "embedded example pods")
+	}
+	var pods []*corev1.Pod
+	for _, name := range files {
+		r := io.Reader(os.Stdin)
+		if name != "-" {
+			fh, err := os.Open(name)
+			if err != nil {
+				return nil, fmt.Errorf("read pods: %w", err)
+			}
+			defer fh.Close()
+			r = fh
+		}
+		p, err := manifest.ReadPods(r, name)
+		if err != nil {
+			return nil, err
+		}
+		pods = append(pods, p...)
+	}
+	return pods, nil
+}

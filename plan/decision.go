@@ -1,0 +1,91 @@
+package plan
+
+import (
+	"encoding/json"
+
+	"github.com/podfence/podfence/state"
+	"k8s.io/utils/cpuset"
+)
+
+// EnvVar is one environment variable for the container.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Decision is what the runtime must set up for one container before it starts.
+type Decision struct {
+	// Allocation is what the container holds (recorded in State and the checkpoint).
+	Allocation state.Allocation
+	// CPUs is cpuset.cpus; Mems is cpuset.mems (the NUMA nodes of CPUs).
+	CPUs cpuset.CPUSet
+	Mems cpuset.CPUSet
+	// Shared is the shared pool's CPUs when the container has a share of it.
+	Shared cpuset.CPUSet
+	// Quota and Period are the CFS bandwidth in microseconds; Quota 0 means no limit.
+	Quota  int64
+	Period int64
+	Env    []EnvVar
+	// Existing is true when the container already held this allocation (nothing moved).
+	Existing bool
+}
+
+// decide turns an allocation into the runtime settings.
+func (n *Node) decide(a state.Allocation) Decision {
+	d := Decision{Allocation: a}
+	switch a.Type {
+	case state.TypeDefault:
+		d.CPUs = n.Pools.Default.CPUs
+	case state.TypeExclusive:
+		d.CPUs = a.CPUs
+		d.Env = append(d.Env, EnvVar{Name: EnvExclusiveCPUs, Value: commaList(a.CPUs)})
+	}
+	if a.MilliCPU > 0 {
+		p, _ := n.Pools.Pool(a.SharedPool)
+		d.Shared = p.CPUs
+		d.CPUs = d.CPUs.Union(p.CPUs)
+		d.Period = n.Policy.CFSPeriod
+		d.Quota = (int64(a.CPUs.Size())*1000 + a.MilliCPU) * d.Period / 1000
+		d.Env = append(d.Env, EnvVar{Name: EnvSharedCPUs, Value: commaList(p.CPUs)})
+	}
+	d.Mems = n.memsOf(d.CPUs)
+	return d
+}
+
+// memsOf returns the NUMA nodes of cpus.
+func (n *Node) memsOf(cpus cpuset.CPUSet) cpuset.CPUSet {
+	var nodes []int
+	for _, id := range cpus.UnsortedList() {
+		if c, ok := n.Topology.CPUs[id]; ok {
+			nodes = append(nodes, c.NUMA)
+		}
+	}
+	return cpuset.New(nodes...)
+}
+
+// Env returns the value of an environment variable of the decision ("" if unset).
+func (d Decision) EnvValue(name string) string {
+	for _, e := range d.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+type decisionJSON struct {
+	Allocation state.Allocation `json:"allocation"`
+	CPUs       string           `json:"cpus"`
+	Mems       string           `json:"mems"`
+	Shared     string           `json:"sharedCPUs,omitempty"`
+	Quota      int64            `json:"cfsQuota,omitempty"`
+	Period     int64            `json:"cfsPeriod,omitempty"`
+	Env        []EnvVar         `json:"env,omitempty"`
+	Existing   bool             `json:"existing,omitempty"`
+}
+
+// MarshalJSON writes CPU sets in their Linux list form.
+func (d Decision) MarshalJSON() ([]byte, error) {
+	return json.Marshal(decisionJSON{Allocation: d.Allocation, CPUs: d.CPUs.String(), Mems: d.Mems.String(),
+		Shared: d.Shared.String(), Quota: d.Quota, Period: d.Period, Env: d.Env, Existing: d.Existing})
+}

@@ -1,0 +1,127 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/podfence/podfence/allocate"
+	"github.com/podfence/podfence/state"
+	"k8s.io/utils/cpuset"
+)
+
+// State is what the node has handed out: one allocation per container, the free CPUs of each
+// exclusive pool and the millicpu granted in the shared pool. Invariant: an exclusive pool's
+// free set is its CPUs minus every allocation's Held CPUs in it. Not safe for concurrent use.
+type State struct {
+	node   *Node
+	allocs map[state.Key]state.Allocation
+	free   map[string]allocate.Set
+	shared int64
+}
+
+// NewState returns an empty state for node.
+func NewState(node *Node) *State {
+	s := &State{node: node, allocs: map[state.Key]state.Allocation{}, free: map[string]allocate.Set{}}
+	for name, ix := range node.index {
+		s.free[name] = ix.Pool()
+	}
+	return s
+}
+
+// Restore adds recorded allocations (from a checkpoint or a runtime resync), checking each
+// against the node: its pools must exist with the recorded type, and its CPUs must be in its
+// pool and held by no other record.
+func (s *State) Restore(allocs []state.Allocation) error {
+	for _, a := range allocs {
+		if err := s.Add(a); err != nil {
+			return fmt.Errorf("restore allocation of %s: %w", a.Key(), err)
+		}
+	}
+	return nil
+}
+
+// Add records an allocation. It replaces nothing: the key must be new.
+func (s *State) Add(a state.Allocation) error {
+	k := a.Key()
+	if _, dup := s.allocs[k]; dup {
+		return fmt.Errorf("container %s already holds an allocation", k)
+	}
+	if a.Type == state.TypeExclusive {
+		free, ok := s.free[a.Pool]
+		if !ok {
+			return fmt.Errorf("pool %q is not an exclusive pool of this node (exclusive pools: %v)", a.Pool, s.node.poolNames(state.TypeExclusive))
+		}
+		held := allocate.SetOf(a.Held())
+		if !held.IsSubsetOf(s.node.index[a.Pool].Pool()) {
+			return fmt.Errorf("CPUs %s are not all in pool %q (%s)", a.Held(), a.Pool, s.node.index[a.Pool].Pool())
+		}
+		if !held.IsSubsetOf(free) {
+			return fmt.Errorf("CPUs %s of pool %q are held by another container (%s)", held.Difference(free), a.Pool, s.holders(held.Difference(free)))
+		}
+		s.free[a.Pool] = free.Difference(held)
+	}
+	if a.MilliCPU > 0 {
+		if p, ok := s.node.Pools.Shared(); !ok || p.Name != a.SharedPool {
+			return fmt.Errorf("shared pool %q is not this node's shared pool", a.SharedPool)
+		}
+		s.shared += a.MilliCPU
+	}
+	s.allocs[k] = a
+	return nil
+}
+
+// Release forgets the container's allocation and frees what it held. It reports whether the
+// container held one.
+func (s *State) Release(k state.Key) bool {
+	a, ok := s.allocs[k]
+	if !ok {
+		return false
+	}
+	delete(s.allocs, k)
+	if a.Type == state.TypeExclusive {
+		s.free[a.Pool] = s.free[a.Pool].Union(allocate.SetOf(a.Held()))
+	}
+	s.shared -= a.MilliCPU
+	return true
+}
+
+// Get returns the container's allocation.
+func (s *State) Get(k state.Key) (state.Allocation, bool) {
+	a, ok := s.allocs[k]
+	return a, ok
+}
+
+// Len is the number of allocations.
+func (s *State) Len() int { return len(s.allocs) }
+
+// Allocations returns every allocation, sorted by key.
+func (s *State) Allocations() []state.Allocation {
+	out := make([]state.Allocation, 0, len(s.allocs))
+	for _, a := range s.allocs {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].PodUID != out[j].PodUID {
+			return out[i].PodUID < out[j].PodUID
+		}
+		return out[i].Container < out[j].Container
+	})
+	return out
+}
+
+// Free returns the free CPUs of an exclusive pool.
+func (s *State) Free(pool string) cpuset.CPUSet { return s.free[pool].CPUSet() }
+
+// SharedUsed is the millicpu granted in the shared pool.
+func (s *State) SharedUsed() int64 { return s.shared }
+
+// holders names the containers holding any of cpus, for error messages.
+func (s *State) holders(cpus allocate.Set) string {
+	var names []string
+	for _, a := range s.Allocations() {
+		if allocate.SetOf(a.Held()).Intersection(cpus).Size() > 0 {
+			names = append(names, fmt.Sprintf("%s/%s", a.Pod, a.Container))
+		}
+	}
+	return fmt.Sprint(names)
+}
