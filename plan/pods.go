@@ -22,12 +22,12 @@ type PoolUsage struct {
 	Pool       string `json:"pool"`
 	Type       string `json:"type"`
 	CPUs       string `json:"cpus"`
-	Size       int    `json:"size"`                // CPUs in the pool
-	Held       int    `json:"held,omitempty"`      // exclusive: CPUs held (given + idled)
-	Idled      int    `json:"idled,omitempty"`     // exclusive: siblings idled by singleThreaded
-	MilliCPU   int64  `json:"milliCPU,omitempty"`  // shared: millicpu granted
-	Capacity   int64  `json:"capacity,omitempty"`  // shared: millicpu in the pool
-	Containers int    `json:"containers"`          // containers running on the pool
+	Size       int    `json:"size"`               // CPUs in the pool
+	Held       int    `json:"held,omitempty"`     // exclusive: CPUs held (given + idled)
+	Idled      int    `json:"idled,omitempty"`    // exclusive: siblings idled by singleThreaded
+	MilliCPU   int64  `json:"milliCPU,omitempty"` // shared: millicpu granted
+	Capacity   int64  `json:"capacity,omitempty"` // shared: millicpu in the pool
+	Containers int    `json:"containers"`         // containers running on the pool
 }
 
 // Report is the outcome of planning a list of pods on a node.
