@@ -1,0 +1,281 @@
+// Package checkpoint persists the agent's allocations, so that a restarted agent knows which CPUs
+// its running containers hold. The checkpoint is a directory with one small file per container,
+// so recording a change costs the same with 1 or 1,000 containers:
+//
+//	<dir>/VERSION                      "1\n"
+//	<dir>/<podUID>_<container>.json    {"version":1,"allocation":{"podUID":…,"cpus":"4-5",…}}
+//
+// Both parts of a record's file name are escaped: bytes other than A-Z, a-z, 0-9 and '-' become
+// %XX. Names therefore never hold '/', never start with '.', and distinct keys get distinct
+// files. A write goes to a temp file ("*.tmp") that is fsynced and renamed over the record,
+// then the directory is fsynced (rename(2)): after a crash a record is either old or new, and
+// Load removes any temp file left behind.
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/podfence/podfence/state"
+)
+
+// Version is the checkpoint format this package reads and writes.
+const Version = 1
+
+const (
+	versionFile  = "VERSION"
+	recordSuffix = ".json"
+	tmpSuffix    = ".tmp"
+	// maxNameLen keeps a record's temp file name ("<name>.<uint32>.tmp") within the usual
+	// 255-byte file name limit.
+	maxNameLen = 255 - len(".4294967295"+tmpSuffix)
+)
+
+// Store is a checkpoint directory. It is safe for concurrent use; Puts and Deletes of
+// different keys proceed in parallel. One process should own a directory.
+type Store struct {
+	dir string
+	// mu is held shared by Put and Delete and exclusively by Load, so Load's removal of
+	// temp files never races with a write in flight.
+	mu sync.RWMutex
+}
+
+// record is the content of one record file.
+type record struct {
+	Version    int               `json:"version"`
+	Allocation *state.Allocation `json:"allocation"`
+}
+
+// Open opens the checkpoint in dir, creating the directory (mode 0700) and its VERSION file if
+// needed. A VERSION other than Version is an error that says what to do.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create checkpoint directory: %w", err)
+	}
+	s := &Store{dir: dir}
+	path := filepath.Join(dir, versionFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := s.writeAtomic(versionFile, []byte(strconv.Itoa(Version)+"\n")); err != nil {
+			return nil, fmt.Errorf("create checkpoint version file: %w", err)
+		}
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint version: %w", err)
+	}
+	if found := strings.TrimSpace(string(b)); found != strconv.Itoa(Version) {
+		return nil, fmt.Errorf("checkpoint version file %s holds version %q, but this podfence supports only version %d: "+
+			"run a podfence release that supports version %q, or drain the node and delete %s",
+			path, found, Version, found, dir)
+	}
+	return s, nil
+}
+
+// Dir returns the checkpoint directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Put records a, replacing any record with the same key. Only a's own file is written. The pod
+// UID and container name must be valid UTF-8 (JSON would alter them otherwise).
+func (s *Store) Put(a state.Allocation) error {
+	if !utf8.ValidString(a.PodUID) || !utf8.ValidString(a.Container) {
+		return fmt.Errorf("checkpoint container %q of pod %q: pod UID and container name must be valid UTF-8", a.Container, a.PodUID)
+	}
+	name := fileName(a.Key())
+	if len(name) > maxNameLen {
+		return fmt.Errorf("checkpoint container %q of pod %q: file name is %d bytes, over the limit of %d",
+			a.Container, a.PodUID, len(name), maxNameLen)
+	}
+	data, err := json.Marshal(record{Version: Version, Allocation: &a})
+	if err != nil {
+		return fmt.Errorf("checkpoint container %q of pod %q: %w", a.Container, a.PodUID, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.writeAtomic(name, append(data, '\n')); err != nil {
+		return fmt.Errorf("checkpoint container %q of pod %q: %w", a.Container, a.PodUID, err)
+	}
+	return nil
+}
+
+// Delete removes the record of k. A missing record is not an error.
+func (s *Store) Delete(k state.Key) error {
+	name := fileName(k)
+	if len(name) > maxNameLen {
+		return nil // Put never writes such a name.
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	err := os.Remove(filepath.Join(s.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		err = syncDir(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("delete checkpoint of container %q of pod %q: %w", k.Container, k.PodUID, err)
+	}
+	return nil
+}
+
+// Load returns every record, sorted by pod UID then container name. It removes leftover temp
+// files and ignores files that are neither records nor VERSION. Each unreadable record is
+// reported with its path, the problem and what to do; any such record makes Load fail.
+func (s *Store) Load() ([]state.Allocation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	var (
+		allocs  []state.Allocation
+		errs    []error
+		removed bool
+	)
+	for _, e := range entries {
+		path := filepath.Join(s.dir, e.Name())
+		switch {
+		case strings.HasSuffix(e.Name(), tmpSuffix):
+			if err := os.Remove(path); err != nil {
+				errs = append(errs, fmt.Errorf("remove leftover temp file: %w", err))
+			}
+			removed = true
+		case strings.HasSuffix(e.Name(), recordSuffix):
+			b, err := os.ReadFile(path)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			a, err := decodeRecord(path, b)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			allocs = append(allocs, a)
+		}
+	}
+	if removed {
+		if err := syncDir(s.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("load checkpoint %s: %w", s.dir, errors.Join(errs...))
+	}
+	slices.SortFunc(allocs, func(a, b state.Allocation) int { return compareKeys(a.Key(), b.Key()) })
+	return allocs, nil
+}
+
+// decodeRecord parses the content of the record file at path. Errors name the file.
+func decodeRecord(path string, b []byte) (state.Allocation, error) {
+	a, err := parseRecord(filepath.Base(path), b)
+	if err != nil {
+		return state.Allocation{}, fmt.Errorf("checkpoint record %s: %w: repair the file, or delete it if its container no longer runs", path, err)
+	}
+	return a, nil
+}
+
+func parseRecord(name string, b []byte) (state.Allocation, error) {
+	var r record
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return state.Allocation{}, fmt.Errorf("decode JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return state.Allocation{}, fmt.Errorf("decode JSON: data after the record")
+	}
+	if r.Version != Version {
+		return state.Allocation{}, fmt.Errorf("record version is %d, this podfence reads version %d", r.Version, Version)
+	}
+	if r.Allocation == nil {
+		return state.Allocation{}, fmt.Errorf("no allocation")
+	}
+	if want := fileName(r.Allocation.Key()); want != name {
+		return state.Allocation{}, fmt.Errorf("holds container %q of pod %q, whose file name is %s",
+			r.Allocation.Container, r.Allocation.PodUID, want)
+	}
+	return *r.Allocation, nil
+}
+
+// writeAtomic replaces dir/name with data: temp file, fsync, rename, fsync dir.
+func (s *Store) writeAtomic(name string, data []byte) (err error) {
+	f, err := os.CreateTemp(s.dir, name+".*"+tmpSuffix)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), filepath.Join(s.dir, name)); err != nil {
+		return err
+	}
+	return syncDir(s.dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		_ = d.Close()
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return d.Close()
+}
+
+// fileName is the record file name of k: "<podUID>_<container>.json", both parts escaped.
+func fileName(k state.Key) string {
+	return escape(k.PodUID) + "_" + escape(k.Container) + recordSuffix
+}
+
+// escape keeps A-Z, a-z, 0-9 and '-' and writes every other byte as %XX, so the result holds
+// no '/', '.' or '_' and distinct inputs give distinct outputs.
+func escape(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '-' || '0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&0xF])
+	}
+	return b.String()
+}
+
+func compareKeys(a, b state.Key) int {
+	if c := strings.Compare(a.PodUID, b.PodUID); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Container, b.Container)
+}
