@@ -40,15 +40,22 @@ type rawPool struct {
 // Every problem found is returned, each a *ConfigError, joined with errors.Join.
 func Parse(source string, data []byte) (*Config, error) {
 	var raw rawConfig
-	if err := decodeOne(data, &raw); err != nil {
+	more, err := decodeOne(data, &raw)
+	if err != nil {
 		return nil, &ConfigError{Source: source, Reason: yamlReason(err), Err: err}
+	}
+	if more {
+		return nil, &ConfigError{Source: source, Reason: "holds more than one YAML document (want one pool config per file)"}
 	}
 	cfg := &Config{Source: source, NodeSelector: raw.NodeSelector}
 	var errs []error
 	unknown := func(pool string, extra map[string]any, allowed string) {
 		for _, field := range sortedKeys(extra) {
-			errs = append(errs, &ConfigError{Source: source, Pool: pool, Field: field,
-				Reason: "unknown field (allowed: " + allowed + ")"})
+			reason := "unknown field (allowed: " + allowed + ")"
+			if _, err := topology.ParseCPUList(field); err == nil && pool != "" && extra[field] == nil {
+				reason += `; in {...} a CPU list with commas must be quoted, as in {cpus: "0-3,8"}`
+			}
+			errs = append(errs, &ConfigError{Source: source, Pool: pool, Field: field, Reason: reason})
 		}
 	}
 	unknown("", raw.Extra, "pools, nodeSelector")
@@ -79,35 +86,30 @@ func Parse(source string, data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-// decodeOne decodes the first YAML document of data into v and fails if another follows.
-// An empty input decodes as an empty document.
-func decodeOne(data []byte, v any) error {
+// decodeOne decodes the first YAML document of data into v (an empty input is an empty
+// document) and reports whether a non-empty document follows.
+func decodeOne(data []byte, v any) (more bool, err error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.SetStrict(true)
 	if err := dec.Decode(v); err == io.EOF {
-		return nil
+		return false, nil
 	} else if err != nil {
-		return err // the decoder must not be used after an error
+		return false, err // the decoder must not be used after an error
 	}
 	var next any
-	switch err := dec.Decode(&next); {
-	case err == io.EOF:
-		return nil
-	case err != nil:
-		return fmt.Errorf("second document: %w", err)
-	case next != nil:
-		return errors.New("holds more than one YAML document (want one pool config per file)")
+	if err := dec.Decode(&next); err == io.EOF {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("second document: %w", err)
 	}
-	return nil
+	return next != nil, nil
 }
 
 // yamlReason turns a YAML error into text for operators, naming the schema instead of Go types.
 func yamlReason(err error) string {
 	var te *yaml.TypeError
-	if msg := err.Error(); !strings.Contains(msg, "yaml: ") {
-		return msg // ours, from decodeOne
-	} else if !errors.As(err, &te) {
-		return "invalid YAML: " + strings.Replace(msg, "yaml: ", "", 1)
+	if !errors.As(err, &te) {
+		return "invalid YAML: " + strings.Replace(err.Error(), "yaml: ", "", 1)
 	}
 	names := strings.NewReplacer(
 		"map[string]*pools.rawPool", "pools (a mapping of pool names to pools)",

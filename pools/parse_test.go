@@ -140,6 +140,8 @@ func TestParseErrors(t *testing.T) {
 		{name: "unknown field in a pool", yaml: `pools: {exclusive_a: {cpu: 1}}`,
 			want: `pool "exclusive_a": cpu: unknown field (allowed: cpus, hyperThreadingPolicy)` + "\n" +
 				src + `pool "exclusive_a": cpus: no CPUs (cpus is empty or missing; want a CPU list such as "2-5,8")`},
+		{name: "unquoted CPU list with commas in a flow mapping", yaml: `pools: {shared_a: {cpus: 0-3,8}}`,
+			want: `pool "shared_a": 8: unknown field (allowed: cpus, hyperThreadingPolicy); in {...} a CPU list with commas must be quoted, as in {cpus: "0-3,8"}`},
 		{name: "unknown top-level field", yaml: "pools: {default: {cpus: 0}}\nnodeselector: {a: b}",
 			want: `nodeselector: unknown field (allowed: pools, nodeSelector)`},
 

@@ -49,8 +49,8 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 
 // Validate checks what can be checked without the node: at least one pool, valid and unique
 // names, non-empty CPU sets, known hyperThreadingPolicy values, no CPU in two pools, at most
-// one shared and one default-type pool. Pools must be sorted by name. It returns every
-// problem found, as *ConfigError values joined with errors.Join.
+// one shared and one default-type pool. It returns every problem found, as *ConfigError
+// values joined with errors.Join.
 func (c *Config) Validate() error {
 	cerr := func(p Pool, field, value, format string, args ...any) error {
 		return &ConfigError{Source: c.Source, Pool: p.Name, Field: field, Value: value, Reason: fmt.Sprintf(format, args...)}
@@ -61,15 +61,18 @@ func (c *Config) Validate() error {
 	}
 	var errs []error
 	var shared, deflt string // first pool of each single-instance type
-	for i, p := range c.Pools {
+	seen := map[string]bool{}
+	owner := map[int]string{} // CPU -> the first pool that holds it
+	for _, p := range c.Pools {
 		if why := checkName(p.Name); why != "" {
 			errs = append(errs, &ConfigError{Source: c.Source, Field: "pool name", Value: p.Name, Reason: why})
 			continue
 		}
-		if i > 0 && c.Pools[i-1].Name == p.Name {
+		if seen[p.Name] {
 			errs = append(errs, cerr(p, "", "", "defined more than once"))
 			continue
 		}
+		seen[p.Name] = true
 		if p.CPUs.IsEmpty() {
 			errs = append(errs, cerr(p, "cpus", "", `no CPUs (cpus is empty or missing; want a CPU list such as "2-5,8")`))
 		}
@@ -77,11 +80,17 @@ func (c *Config) Validate() error {
 			errs = append(errs, cerr(p, "hyperThreadingPolicy", string(p.HTPolicy),
 				"unknown policy (allowed: %s, %s; unset means %s)", SingleThreaded, MultiThreaded, MultiThreaded))
 		}
-		for _, q := range c.Pools[:i] {
-			if both := p.CPUs.Intersection(q.CPUs); !both.IsEmpty() {
-				errs = append(errs, cerr(p, "cpus", p.CPUs.String(), "%s also in pool %q (a CPU belongs to at most one pool)",
-					cpusAre(both), q.Name))
+		clash := map[string][]int{} // CPUs of p that an earlier pool holds, by that pool
+		for _, cpu := range p.CPUs.List() {
+			if q, taken := owner[cpu]; taken {
+				clash[q] = append(clash[q], cpu)
+			} else {
+				owner[cpu] = p.Name
 			}
+		}
+		for _, q := range sortedKeys(clash) {
+			errs = append(errs, cerr(p, "cpus", p.CPUs.String(), "%s also in pool %q (a CPU belongs to at most one pool)",
+				cpusAre(cpuset.New(clash[q]...)), q))
 		}
 		switch t := TypeOf(p.Name); {
 		case t == state.TypeShared && shared != "":
@@ -108,7 +117,7 @@ func (c *Config) checkNode(present, online cpuset.CPUSet) error {
 				Reason: fmt.Sprintf(format, args...)}
 		}
 		if missing := p.CPUs.Difference(present); !missing.IsEmpty() {
-			errs = append(errs, cerr("%s not present on this node (present CPUs: %s)", cpusAre(missing), present))
+			errs = append(errs, cerr("%s not present on this node (present CPUs: %s)", cpusAre(missing), orNone(present)))
 		}
 		if offline := p.CPUs.Intersection(present).Difference(online); !offline.IsEmpty() {
 			it := "it"
@@ -116,7 +125,7 @@ func (c *Config) checkNode(present, online cpuset.CPUSet) error {
 				it = "them"
 			}
 			errs = append(errs, cerr("%s offline (online CPUs: %s): bring %s online or take %s out of the pool",
-				cpusAre(offline), online, it, it))
+				cpusAre(offline), orNone(online), it, it))
 		}
 	}
 	return errors.Join(errs...)
@@ -136,4 +145,11 @@ func cpuNoun(s cpuset.CPUSet) string {
 		return "CPU " + s.String()
 	}
 	return "CPUs " + s.String()
+}
+
+func orNone(s cpuset.CPUSet) string {
+	if s.IsEmpty() {
+		return "none"
+	}
+	return s.String()
 }
