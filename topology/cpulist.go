@@ -20,14 +20,23 @@ func ParseCPUList(s string) (cpuset.CPUSet, error) {
 	if s == "" {
 		return cpuset.New(), nil
 	}
-	var ids []int
+	var seen [MaxCPUID/64 + 1]uint64 // bitmap: repeated ranges cost nothing extra
 	for _, tok := range strings.Split(s, ",") {
 		lo, hi, err := parseRange(strings.TrimSpace(tok))
 		if err != nil {
 			return cpuset.New(), fmt.Errorf("cpu list %q: %w", s, err)
 		}
 		for id := lo; id <= hi; id++ {
-			ids = append(ids, id)
+			seen[id/64] |= 1 << (id % 64)
+		}
+	}
+	var ids []int
+	for w, bits := range seen {
+		for b := 0; bits != 0; b++ {
+			if bits&1 != 0 {
+				ids = append(ids, w*64+b)
+			}
+			bits >>= 1
 		}
 	}
 	return cpuset.New(ids...), nil
