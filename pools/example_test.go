@@ -35,8 +35,8 @@ nodeSelector: {nodeType: caas}
 		fmt.Println("warning:", w)
 	}
 	// Output:
-	// default        default   CPUs 0,4-5   multiThreaded
+	// default        default   CPUs 0,4-5   singleThreaded
 	// exclusive_caas exclusive CPUs 2-3,6-7 singleThreaded
-	// shared_caas    shared    CPUs 1       multiThreaded
+	// shared_caas    shared    CPUs 1       singleThreaded
 	// warning: CPUs 0,4-5 are in no pool: they join the default pool "default"
 }

@@ -73,7 +73,7 @@ func Parse(source string, data []byte) (*Config, error) {
 		}
 		ht := HTPolicy(rp.HTPolicy)
 		if ht == "" {
-			ht = MultiThreaded
+			ht = SingleThreaded // CPU-Pooler's default
 		}
 		cfg.Pools = append(cfg.Pools, Pool{Name: name, Type: TypeOf(name), CPUs: cpus, HTPolicy: ht})
 	}

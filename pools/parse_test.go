@@ -29,36 +29,36 @@ func TestParse(t *testing.T) {
 	}{{
 		name: "CPU-Pooler example",
 		yaml: string(caas),
-		wantPools: "default default 0-1 multiThreaded\n" +
+		wantPools: "default default 0-1 singleThreaded\n" +
 			"exclusive_caas exclusive 2-5 singleThreaded\n" +
-			"shared_caas shared 6-7 multiThreaded\n",
+			"shared_caas shared 6-7 singleThreaded\n",
 		wantSel: "nodeType=caas",
 	}, {
 		name:      "a single CPU as a YAML number",
 		yaml:      "pools: {exclusive_a: {cpus: 3}}",
-		wantPools: "exclusive_a exclusive 3 multiThreaded\n",
+		wantPools: "exclusive_a exclusive 3 singleThreaded\n",
 	}, {
 		name:      "CPU list with spaces, repeats and unsorted entries",
 		yaml:      `pools: {default: {cpus: " 7, 0-2 ,1,5-6 "}}`,
-		wantPools: "default default 0-2,5-7 multiThreaded\n",
+		wantPools: "default default 0-2,5-7 singleThreaded\n",
 	}, {
 		name: "type from the name prefix, as CPU-Pooler: no underscore needed",
 		yaml: "pools: {exclusive: {cpus: 1}, exclusiveRT: {cpus: 2}, shared: {cpus: 3}, reserved: {cpus: 0}}",
-		wantPools: "exclusive exclusive 1 multiThreaded\n" + "exclusiveRT exclusive 2 multiThreaded\n" +
-			"reserved default 0 multiThreaded\n" + "shared shared 3 multiThreaded\n",
+		wantPools: "exclusive exclusive 1 singleThreaded\n" + "exclusiveRT exclusive 2 singleThreaded\n" +
+			"reserved default 0 singleThreaded\n" + "shared shared 3 singleThreaded\n",
 	}, {
 		name:      "label values keep their text (yes is not true)",
 		yaml:      "pools: {default: {cpus: 0}}\nnodeSelector: {fast: yes, zone: 01}",
-		wantPools: "default default 0 multiThreaded\n",
+		wantPools: "default default 0 singleThreaded\n",
 		wantSel:   "fast=yes zone=01",
 	}, {
 		name:      "a document start marker and a trailing empty document",
 		yaml:      "# comment\n---\npools: {default: {cpus: 0}}\n---\n",
-		wantPools: "default default 0 multiThreaded\n",
+		wantPools: "default default 0 singleThreaded\n",
 	}, {
 		name:      "anchors and aliases",
 		yaml:      "pools:\n  exclusive_a: &p {cpus: 2, hyperThreadingPolicy: singleThreaded}\n  default: {cpus: 0}\n",
-		wantPools: "default default 0 multiThreaded\n" + "exclusive_a exclusive 2 singleThreaded\n",
+		wantPools: "default default 0 singleThreaded\n" + "exclusive_a exclusive 2 singleThreaded\n",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,9 +118,9 @@ func TestParseErrors(t *testing.T) {
 
 		// Fields and names.
 		{name: "unknown hyperThreadingPolicy", yaml: `pools: {exclusive_a: {cpus: 1, hyperThreadingPolicy: single}}`,
-			want: `pool "exclusive_a": hyperThreadingPolicy "single": unknown policy (allowed: singleThreaded, multiThreaded; unset means multiThreaded)`},
+			want: `pool "exclusive_a": hyperThreadingPolicy "single": unknown policy (allowed: singleThreaded, multiThreaded; unset means singleThreaded)`},
 		{name: "policy is case-sensitive", yaml: `pools: {exclusive_a: {cpus: 1, hyperThreadingPolicy: SingleThreaded}}`,
-			want: `pool "exclusive_a": hyperThreadingPolicy "SingleThreaded": unknown policy (allowed: singleThreaded, multiThreaded; unset means multiThreaded)`},
+			want: `pool "exclusive_a": hyperThreadingPolicy "SingleThreaded": unknown policy (allowed: singleThreaded, multiThreaded; unset means singleThreaded)`},
 		{name: "pool name with a space", yaml: `pools: {"exclusive a": {cpus: 1}}`,
 			want: `pool name "exclusive a": has the character ' ' (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters, so that podfence.io/<pool> is a valid extended resource name)`},
 		{name: "pool name with a slash", yaml: `pools: {"nokia.k8s.io/exclusive_a": {cpus: 1}}`,
@@ -171,7 +171,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "several problems", yaml: `pools: {default: {cpus: ""}, exclusive_a: {cpus: "1-x"}, shared_a: {cpus: 1, hyperThreadingPolicy: x}}`,
 			want: `pool "exclusive_a": cpus "1-x": entry "1-x": "x" is not a CPU number (want N or N-M, N a decimal from 0 to 8191)` + "\n" +
 				src + `pool "default": cpus: no CPUs (cpus is empty or missing; want a CPU list such as "2-5,8")` + "\n" +
-				src + `pool "shared_a": hyperThreadingPolicy "x": unknown policy (allowed: singleThreaded, multiThreaded; unset means multiThreaded)`},
+				src + `pool "shared_a": hyperThreadingPolicy "x": unknown policy (allowed: singleThreaded, multiThreaded; unset means singleThreaded)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

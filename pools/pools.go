@@ -54,10 +54,10 @@ type HTPolicy string
 
 const (
 	// SingleThreaded gives a container one thread per physical core and keeps the core's
-	// other threads idle.
+	// other threads in the pool idle. It is the value used when a pool sets no policy, as in
+	// CPU-Pooler, so its configs keep their meaning.
 	SingleThreaded HTPolicy = "singleThreaded"
-	// MultiThreaded gives a container every thread of the cores it gets. It is the value
-	// used when a pool sets no policy (CPU-Pooler itself defaults to singleThreaded).
+	// MultiThreaded gives a container every thread of the cores it gets, whole cores first.
 	MultiThreaded HTPolicy = "multiThreaded"
 )
 
@@ -66,7 +66,7 @@ type Pool struct {
 	Name     string
 	Type     Type          // TypeOf(Name)
 	CPUs     cpuset.CPUSet // never empty in a valid config
-	HTPolicy HTPolicy      // MultiThreaded when the config sets none
+	HTPolicy HTPolicy      // SingleThreaded when the config sets none
 }
 
 // Config is one parsed pool config file.

@@ -82,7 +82,7 @@ func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{Source: cfg.Source, Unpooled: online}
-	n.Default = Pool{Name: DefaultPoolName, CPUs: cpuset.New(), HTPolicy: MultiThreaded}
+	n.Default = Pool{Name: DefaultPoolName, CPUs: cpuset.New(), HTPolicy: SingleThreaded}
 	for _, p := range cfg.Pools {
 		n.Unpooled = n.Unpooled.Difference(p.CPUs)
 		if p.Type = TypeOf(p.Name); p.Type == state.TypeDefault {

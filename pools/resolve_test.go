@@ -55,48 +55,48 @@ func TestResolve(t *testing.T) {
 	}{{
 		name: "CPU-Pooler example on 24 cores x 2 threads",
 		yaml: string(caas), topo: newTopo(t, 24, 2, ""),
-		wantPools: "default default 0-1,8-47 multiThreaded\n" +
-			"exclusive_caas exclusive 2-5 singleThreaded\n" + "shared_caas shared 6-7 multiThreaded\n",
+		wantPools: "default default 0-1,8-47 singleThreaded\n" +
+			"exclusive_caas exclusive 2-5 singleThreaded\n" + "shared_caas shared 6-7 singleThreaded\n",
 		wantDefault: "default 0-1,8-47", wantUnpooled: "8-47",
 		wantWarnings: `CPUs 8-47 are in no pool: they join the default pool "default"` + "\n" +
 			`pool "exclusive_caas": CPUs 2-5 share physical cores with their SMT siblings 26-29 in pool "default", so its containers are not alone on their cores; give exclusive pools whole cores`,
 	}, {
 		name: "no default pool declared, whole cores",
 		yaml: string(dpdk), topo: newTopo(t, 24, 2, ""),
-		wantPools: "default default 0-3,24-27 multiThreaded\n" + "exclusive_dpdk exclusive 4-11,28-35 multiThreaded\n" +
-			"exclusive_rt exclusive 12-15,36-39 singleThreaded\n" + "shared_ops shared 16-23,40-47 multiThreaded\n",
+		wantPools: "default default 0-3,24-27 singleThreaded\n" + "exclusive_dpdk exclusive 4-11,28-35 multiThreaded\n" +
+			"exclusive_rt exclusive 12-15,36-39 singleThreaded\n" + "shared_ops shared 16-23,40-47 singleThreaded\n",
 		wantDefault: "default 0-3,24-27", wantUnpooled: "0-3,24-27",
 		wantWarnings: `CPUs 0-3,24-27 are in no pool: they join the default pool "default"`,
 	}, {
 		name: "every CPU pooled, no SMT",
 		yaml: "pools: {reserved: {cpus: 0-1}, exclusive_a: {cpus: 2-7}}", topo: newTopo(t, 8, 1, ""),
-		wantPools:   "exclusive_a exclusive 2-7 multiThreaded\n" + "reserved default 0-1 multiThreaded\n",
+		wantPools:   "exclusive_a exclusive 2-7 singleThreaded\n" + "reserved default 0-1 singleThreaded\n",
 		wantDefault: "reserved 0-1", wantUnpooled: "",
 	}, {
 		name: "one unpooled CPU joins a default pool with another name; offline CPUs join nothing",
 		yaml: "pools: {reserved: {cpus: 0-1}, exclusive_a: {cpus: 2-5}}", topo: newTopo(t, 8, 1, "7"),
-		wantPools:   "exclusive_a exclusive 2-5 multiThreaded\n" + "reserved default 0-1,6 multiThreaded\n",
+		wantPools:   "exclusive_a exclusive 2-5 singleThreaded\n" + "reserved default 0-1,6 singleThreaded\n",
 		wantDefault: "reserved 0-1,6", wantUnpooled: "6",
 		wantWarnings: `CPU 6 is in no pool: it joins the default pool "reserved"`,
 	}, {
 		name: "exclusive pool splits cores with two pools",
 		yaml: "pools: {exclusive_a: {cpus: 0-1}, shared_a: {cpus: 4}, default: {cpus: \"2-3,5-7\"}}", topo: newTopo(t, 4, 2, ""),
-		wantPools: "default default 2-3,5-7 multiThreaded\n" + "exclusive_a exclusive 0-1 multiThreaded\n" +
-			"shared_a shared 4 multiThreaded\n",
+		wantPools: "default default 2-3,5-7 singleThreaded\n" + "exclusive_a exclusive 0-1 singleThreaded\n" +
+			"shared_a shared 4 singleThreaded\n",
 		wantDefault: "default 2-3,5-7", wantUnpooled: "",
 		wantWarnings: `pool "exclusive_a": CPU 1 shares a physical core with its SMT sibling 5 in pool "default", so its containers are not alone on their cores; give exclusive pools whole cores` + "\n" +
 			`pool "exclusive_a": CPU 0 shares a physical core with its SMT sibling 4 in pool "shared_a", so its containers are not alone on their cores; give exclusive pools whole cores`,
 	}, {
 		name: "SMT4: one thread of a core",
 		yaml: "pools: {exclusive_a: {cpus: 0}}", topo: newTopo(t, 2, 4, ""),
-		wantPools:   "default default 1-7 multiThreaded\n" + "exclusive_a exclusive 0 multiThreaded\n",
+		wantPools:   "default default 1-7 singleThreaded\n" + "exclusive_a exclusive 0 singleThreaded\n",
 		wantDefault: "default 1-7", wantUnpooled: "1-7",
 		wantWarnings: `CPUs 1-7 are in no pool: they join the default pool "default"` + "\n" +
 			`pool "exclusive_a": CPU 0 shares a physical core with its SMT siblings 2,4,6 in pool "default", so its containers are not alone on their cores; give exclusive pools whole cores`,
 	}, {
 		name: "offline sibling is no warning",
 		yaml: "pools: {exclusive_a: {cpus: 0}, default: {cpus: \"1,3\"}}", topo: newTopo(t, 2, 2, "2"),
-		wantPools:   "default default 1,3 multiThreaded\n" + "exclusive_a exclusive 0 multiThreaded\n",
+		wantPools:   "default default 1,3 singleThreaded\n" + "exclusive_a exclusive 0 singleThreaded\n",
 		wantDefault: "default 1,3",
 	}}
 	for _, tt := range tests {
@@ -152,7 +152,7 @@ func TestResolveErrors(t *testing.T) {
 	}, {
 		name: "config built by hand is validated", topo: newTopo(t, 4, 2, ""),
 		cfg:  &Config{Source: "poolconfig-a.yaml", Pools: []Pool{{Name: "default", Type: state.TypeDefault, CPUs: cpuset.New(0)}}},
-		want: `pool "default": hyperThreadingPolicy: unknown policy (allowed: singleThreaded, multiThreaded; unset means multiThreaded)`,
+		want: `pool "default": hyperThreadingPolicy: unknown policy (allowed: singleThreaded, multiThreaded; unset means singleThreaded)`,
 	}, {
 		name: "pool defined twice in a config built by hand", topo: newTopo(t, 4, 2, ""),
 		cfg: &Config{Source: "poolconfig-a.yaml", Pools: []Pool{

@@ -78,7 +78,7 @@ func (c *Config) Validate() error {
 		}
 		if p.HTPolicy != SingleThreaded && p.HTPolicy != MultiThreaded {
 			errs = append(errs, cerr(p, "hyperThreadingPolicy", string(p.HTPolicy),
-				"unknown policy (allowed: %s, %s; unset means %s)", SingleThreaded, MultiThreaded, MultiThreaded))
+				"unknown policy (allowed: %s, %s; unset means %s)", SingleThreaded, MultiThreaded, SingleThreaded))
 		}
 		clash := map[string][]int{} // CPUs of p that an earlier pool holds, by that pool
 		for _, cpu := range p.CPUs.List() {
