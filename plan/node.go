@@ -11,6 +11,7 @@ import (
 	"github.com/podfence/podfence/pools"
 	"github.com/podfence/podfence/state"
 	"github.com/podfence/podfence/topology"
+	"k8s.io/utils/cpuset"
 )
 
 // DefaultCFSPeriod is the CFS period, in microseconds, used for shared-pool quotas.
@@ -77,4 +78,15 @@ const (
 
 func (r *Refusal) Error() string {
 	return fmt.Sprintf("pod %s container %q refused (%s): %s", r.Pod, r.Container, r.Code, r.Reason)
+}
+
+// PoolCPUs maps each pool name to its CPUs (the default pool with its unpooled CPUs), as
+// checkpoint.Validate takes them.
+func (n *Node) PoolCPUs() map[string]cpuset.CPUSet {
+	out := map[string]cpuset.CPUSet{}
+	for _, p := range n.Pools.Pools {
+		out[p.Name] = p.CPUs
+	}
+	out[n.Pools.Default.Name] = n.Pools.Default.CPUs
+	return out
 }

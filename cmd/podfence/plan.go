@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/podfence/podfence/checkpoint"
 	"github.com/podfence/podfence/example"
 	"github.com/podfence/podfence/manifest"
 	"github.com/podfence/podfence/plan"
@@ -18,10 +21,11 @@ import (
 )
 
 type planFlags struct {
-	topology string
-	pools    string
-	labels   []string
-	output   string
+	topology   string
+	pools      string
+	labels     []string
+	checkpoint string
+	output     string
 }
 
 func newPlanCmd() *cobra.Command {
@@ -45,6 +49,7 @@ and sample pods, one of which does not fit.`,
 	cmd.Flags().StringVar(&f.topology, "topology", "", `node topology: "host" (this machine's /sys), a sysfs root directory, or a synthetic spec such as "sockets=2,numa=4,cores=64,threads=2" (default: the example's)`)
 	cmd.Flags().StringVar(&f.pools, "pools", "", "pool config: a poolconfig-*.yaml file or a directory of them (default: the example's)")
 	cmd.Flags().StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against nodeSelector (repeatable)")
+	cmd.Flags().StringVar(&f.checkpoint, "checkpoint", "", "start from the allocations recorded in this agent checkpoint directory")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
@@ -87,7 +92,13 @@ func runPlan(out io.Writer, f planFlags, args []string) error {
 		return err
 	}
 	node := plan.NewNode(topo, layout, plan.Policy{})
-	rep := node.PlanPods(plan.NewState(node), pods)
+	st := plan.NewState(node)
+	if f.checkpoint != "" {
+		if err := restoreCheckpoint(f.checkpoint, node, st); err != nil {
+			return err
+		}
+	}
+	rep := node.PlanPods(st, pods)
 	if f.output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -99,6 +110,29 @@ func runPlan(out io.Writer, f planFlags, args []string) error {
 		}{topo.Summary(), topo.Source, layout.Source, rep})
 	}
 	return node.WriteText(out, rep)
+}
+
+// restoreCheckpoint loads an agent checkpoint into st, refusing records that no longer fit.
+func restoreCheckpoint(dir string, node *plan.Node, st *plan.State) error {
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("flag --checkpoint: %w", err)
+	}
+	store, err := checkpoint.Open(dir)
+	if err != nil {
+		return err
+	}
+	allocs, err := store.Load()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range checkpoint.Validate(allocs, node.Topology.Online(), node.PoolCPUs()) {
+		errs = append(errs, fmt.Errorf("checkpoint %s: %s", filepath.Join(dir, c.File), c.Reason))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return st.Restore(allocs)
 }
 
 func loadTopology(v string) (*topology.Topology, error) {

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/podfence/podfence/checkpoint"
+	"github.com/podfence/podfence/state"
+	"k8s.io/utils/cpuset"
+)
+
+// TestPlanEmbeddedExample runs `podfence plan` with no arguments, as the README's first
+// command does, and checks the facts the example is there to show.
+func TestPlanEmbeddedExample(t *testing.T) {
+	var out bytes.Buffer
+	if err := runPlan(&out, planFlags{output: "text"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Node: 2 sockets, 2 NUMA nodes, 16 cores, 32 CPUs (SMT2), 2 L3 groups",
+		"telco/dpdk-router  fwd           exclusive_dp        4-5,20-21  n0: c4{4,20} c5{5,21}",
+		"EXCLUSIVE_CPUS=4,5,20,21",
+		"telco/rt-control   loop          exclusive_rt        12-13      n1: c12{12} c13{13}; idles 28-29",
+		"shop/billing       app           shared_caas (500m)  2-3,18-19",
+		"50000/100000µs",
+		`pod research/ml-batch container "train" (NotEnoughCPUs): exclusive pool "exclusive_dp": not enough free CPUs: requested=10, free=9`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestPlanJSONAndInputs(t *testing.T) {
+	dir := t.TempDir()
+	pools := filepath.Join(dir, "poolconfig-a.yaml")
+	os.WriteFile(pools, []byte("pools:\n  exclusive_a: {cpus: \"2-3\", hyperThreadingPolicy: multiThreaded}\n"), 0o644)
+	pods := filepath.Join(dir, "pods.yaml")
+	os.WriteFile(pods, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: c, resources: {limits: {podfence.io/exclusive_a: \"1\"}}}\n"), 0o644)
+	var out bytes.Buffer
+	err := runPlan(&out, planFlags{topology: "sockets=1,cores=4", pools: dir, output: "json"}, []string{pods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Containers []struct {
+			Decision struct{ CPUs string } `json:"decision"`
+		} `json:"containers"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Containers) != 1 || got.Containers[0].Decision.CPUs != "2" {
+		t.Errorf("json = %s, want one container on CPU 2", out.String())
+	}
+	for _, tc := range []struct {
+		f    planFlags
+		args []string
+		err  string
+	}{
+		{planFlags{output: "yaml"}, nil, `flag --output "yaml": want text or json`},
+		{planFlags{output: "text", topology: "/no/such/dir"}, nil, `flag --topology "/no/such/dir": want "host", a sysfs root directory`},
+		{planFlags{output: "text", labels: []string{"novalue"}}, nil, `flag --node-label "novalue": want key=value`},
+		{planFlags{output: "text"}, []string{filepath.Join(dir, "missing.yaml")}, "read pods: open"},
+		{planFlags{output: "text", checkpoint: filepath.Join(dir, "nocp")}, nil, "flag --checkpoint: stat"},
+	} {
+		if err := runPlan(&bytes.Buffer{}, tc.f, tc.args); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("runPlan(%+v) err = %v, want %q", tc.f, err, tc.err)
+		}
+	}
+}
+
+// TestPlanFromCheckpoint: recorded allocations are held before planning, and records that no
+// longer fit the node stop the plan with the checkpoint's advice.
+func TestPlanFromCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	pools := filepath.Join(dir, "poolconfig-a.yaml")
+	os.WriteFile(pools, []byte("pools:\n  exclusive_a: {cpus: \"2-3\", hyperThreadingPolicy: multiThreaded}\n"), 0o644)
+	pods := filepath.Join(dir, "pods.yaml")
+	os.WriteFile(pods, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: c, resources: {limits: {podfence.io/exclusive_a: \"1\"}}}\n"), 0o644)
+	for _, tc := range []struct{ name, pool, want, err string }{
+		{name: "held CPU is skipped", pool: "exclusive_a", want: `"cpus": "3"`},
+		{name: "pool gone", pool: "exclusive_gone", err: `pool "exclusive_gone" (CPU 2) is not in the pool config: restore the pool config, or drain the node and delete`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := filepath.Join(t.TempDir(), "cp")
+			store, err := checkpoint.Open(cp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Put(state.Allocation{PodUID: "old", Container: "x", Pool: tc.pool, Type: state.TypeExclusive, CPUs: cpuset.New(2)}); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			err = runPlan(&out, planFlags{topology: "sockets=1,cores=4", pools: pools, checkpoint: cp, output: "json"}, []string{pods})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(out.String(), tc.want) {
+				t.Errorf("err %v, output lacks %s:\n%s", err, tc.want, out.String())
+			}
+		})
+	}
+}
