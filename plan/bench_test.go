@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/podfence/podfence/pools"
-	"github.com/podfence/podfence/topology"
 )
 
 // node256: 2 sockets, 4 NUMA nodes, 128 cores, 256 CPUs; core c = CPUs {c, c+128}.
@@ -19,19 +17,7 @@ pools:
 // loaded256 returns the 256-CPU node holding 500 allocations: 100 exclusive containers of
 // 1-3 CPUs (200 of the pool's 232 CPUs) and 400 shared containers of 30 millicpu.
 func loaded256(b *testing.B) (*Node, *State) {
-	topo, err := topology.Synthetic("sockets=2,numa=4,cores=64,threads=2")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := pools.Parse("bench.yaml", []byte(pools256))
-	if err != nil {
-		b.Fatal(err)
-	}
-	layout, err := pools.Resolve(cfg, topo)
-	if err != nil {
-		b.Fatal(err)
-	}
-	n := NewNode(topo, layout, Policy{})
+	n := nodeOf(b, "sockets=2,numa=4,cores=64,threads=2", pools256)
 	s := NewState(n)
 	for i := range 500 {
 		r := req("shared_s", "30")

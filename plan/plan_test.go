@@ -24,12 +24,17 @@ pools:
 `
 
 func testNode(t testing.TB) *Node {
+	return nodeOf(t, "sockets=2,numa=2,cores=4,threads=2", testPools)
+}
+
+// nodeOf builds a planning node from a synthetic topology spec and a pool config.
+func nodeOf(t testing.TB, spec, poolConfig string) *Node {
 	t.Helper()
-	topo, err := topology.Synthetic("sockets=2,numa=2,cores=4,threads=2")
+	topo, err := topology.Synthetic(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pools.Parse("test.yaml", []byte(testPools))
+	cfg, err := pools.Parse("test.yaml", []byte(poolConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
