@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"testing"
-
 )
 
 // node256: 2 sockets, 4 NUMA nodes, 128 cores, 256 CPUs; core c = CPUs {c, c+128}.
