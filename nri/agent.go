@@ -1,0 +1,135 @@
+// Package nri is podfence's node agent as an NRI plugin (https://github.com/containerd/nri):
+// the runtime (containerd, CRI-O) calls it while it creates each container, and the agent
+// answers with the container's CPU pool settings, applied before the container's first
+// instruction.
+//
+// Per event:
+//   - Synchronize: rebuild the state from the runtime's containers and the checkpoint;
+//     containers keep the CPUs they run on, and none is ever updated.
+//   - CreateContainer: plan the container (see AnnotationCPUPools, AnnotationExclusiveCPUs)
+//     and return cpuset.cpus, cpuset.mems, the CFS quota/period of a shared-pool share, and
+//     EXCLUSIVE_CPUS / SHARED_CPUS.
+//   - UpdateContainer: a resource update that would change what podfence set is answered
+//     with podfence's values.
+//   - StopContainer, RemoveContainer, RemovePodSandbox: release.
+//
+// Handlers do bounded in-memory work under one mutex. The checkpoint is written by one
+// background goroutine, so no CreateContainer waits for an fsync.
+package nri
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/podfence/podfence/plan"
+	"github.com/podfence/podfence/state"
+)
+
+// Wrapper adds to a container's CreateContainer adjustment once its CPUs are decided, e.g.
+// the process starter's entrypoint wrapping (bind mount and args). Of the fragment it
+// returns, Args, Env, Mounts and Annotations are used. An error refuses the container.
+type Wrapper interface {
+	Wrap(pod *api.PodSandbox, ctr *api.Container, d plan.Decision) (*api.ContainerAdjustment, error)
+}
+
+// Checkpoint persists allocations across agent restarts; *checkpoint.Store is one.
+type Checkpoint interface {
+	Put(state.Allocation) error
+	Delete(state.Key) error
+	Load() ([]state.Allocation, error)
+}
+
+// Options are the agent's optional parts.
+type Options struct {
+	// Wrapper, if set, extends every CreateContainer adjustment.
+	Wrapper Wrapper
+}
+
+// Agent is the NRI plugin. Create it with New and connect it with Run.
+type Agent struct {
+	node    *plan.Node
+	log     *slog.Logger
+	wrapper Wrapper
+	store   Checkpoint
+	persist *persister
+
+	// mu guards everything below. Invariant: ids and keys are inverse maps, and every key
+	// in ids holds an allocation in state.
+	mu    sync.Mutex
+	state *plan.State
+	ids   map[state.Key]string // key → ID of the container instance holding the allocation
+	keys  map[string]state.Key // container ID → key
+	syncs int                  // completed Synchronize calls
+	syncC chan struct{}        // closed and replaced at each Synchronize
+}
+
+// New returns an agent for node that records its allocations in cp. It starts the
+// checkpoint writer; Close stops it.
+func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Agent {
+	return &Agent{
+		node:    node,
+		log:     log,
+		wrapper: opts.Wrapper,
+		store:   cp,
+		persist: newPersister(cp, log),
+		state:   plan.NewState(node),
+		ids:     map[state.Key]string{},
+		keys:    map[string]state.Key{},
+		syncC:   make(chan struct{}),
+	}
+}
+
+// Flush waits until every allocation change made so far is in the checkpoint, and returns
+// the write errors since the previous Flush.
+func (a *Agent) Flush() error { return a.persist.flush() }
+
+// Close flushes the checkpoint and stops its writer. Call it after Run returns.
+func (a *Agent) Close() error { return a.persist.close() }
+
+// WaitSynchronized waits until the runtime has synchronized the agent at least n times
+// (once per connection).
+func (a *Agent) WaitSynchronized(ctx context.Context, n int) error {
+	for {
+		a.mu.Lock()
+		done, c := a.syncs >= n, a.syncC
+		a.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Allocations returns what the agent holds, sorted by key.
+func (a *Agent) Allocations() []state.Allocation {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state.Allocations()
+}
+
+// record adds or replaces the holder of an allocation and queues its checkpoint write.
+// The caller holds mu.
+func (a *Agent) record(id string, alloc state.Allocation, persist bool) {
+	k := alloc.Key()
+	a.ids[k], a.keys[id] = id, k
+	if persist {
+		a.persist.put(alloc)
+	}
+}
+
+// releaseLocked frees k's allocation and queues the deletion of its record. The caller
+// holds mu.
+func (a *Agent) releaseLocked(k state.Key) {
+	a.state.Release(k)
+	if id, ok := a.ids[k]; ok {
+		delete(a.keys, id)
+		delete(a.ids, k)
+	}
+	a.persist.del(k)
+}
