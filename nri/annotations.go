@@ -49,7 +49,7 @@ type AnnotationError struct {
 func (e *AnnotationError) Error() string {
 	v := e.Value
 	if len(v) > 200 {
-		v = v[:200] + "…"
+		v = strings.ToValidUTF8(v[:200], "") + "…"
 	}
 	return fmt.Sprintf("annotation %s=%q: %v", e.Key, v, e.Err)
 }

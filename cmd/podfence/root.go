@@ -13,6 +13,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newPlanCmd())
+	root.AddCommand(newAgentCmd())
 	root.AddCommand(newStartCmd())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",

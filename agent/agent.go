@@ -1,0 +1,114 @@
+// Package agent wires podfence's node agent (`podfence agent`): it reads the node's CPU
+// topology and pool config, opens the checkpoint and serves the runtime as an NRI plugin
+// (package nri) until its context ends.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+
+	"github.com/podfence/podfence/checkpoint"
+	"github.com/podfence/podfence/nri"
+	"github.com/podfence/podfence/plan"
+	"github.com/podfence/podfence/pools"
+	"github.com/podfence/podfence/topology"
+	"k8s.io/utils/cpuset"
+)
+
+// HostnameLabel is the node label the agent sets from NodeName when it is not given.
+const HostnameLabel = "kubernetes.io/hostname"
+
+// Config is what the agent needs to run.
+type Config struct {
+	nri.Connection
+	// Pools is a pool config file or a directory of poolconfig-*.yaml (a mounted ConfigMap).
+	Pools string
+	// NodeName and NodeLabels select the pool config (its nodeSelector).
+	NodeName   string
+	NodeLabels map[string]string
+	// CheckpointDir holds one record per allocation.
+	CheckpointDir string
+	// Sysfs is the root of the sysfs tree to read the topology from ("/sys").
+	Sysfs string
+	// Wrapper, if set, extends every CreateContainer adjustment (the process starter).
+	Wrapper nri.Wrapper
+}
+
+// Run serves the runtime until ctx ends, then flushes the checkpoint.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	node, err := LoadNode(cfg, log)
+	if err != nil {
+		return err
+	}
+	store, err := checkpoint.Open(cfg.CheckpointDir)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", cfg.CheckpointDir, err)
+	}
+	checkCheckpoint(store, node, log)
+	a := nri.New(node, store, log, nri.Options{Wrapper: cfg.Wrapper})
+	runErr := a.Run(ctx, cfg.Connection)
+	if err := a.Close(); err != nil {
+		return errors.Join(runErr, fmt.Errorf("shutdown: %w", err))
+	}
+	log.Info("stopped")
+	return runErr
+}
+
+// LoadNode reads the topology and selects and resolves the node's pool config.
+func LoadNode(cfg Config, log *slog.Logger) (*plan.Node, error) {
+	topo, err := topology.Discover(cfg.Sysfs)
+	if err != nil {
+		return nil, fmt.Errorf("read CPU topology: %w", err)
+	}
+	configs, err := pools.Load(cfg.Pools)
+	if err != nil {
+		return nil, err
+	}
+	labels := maps.Clone(cfg.NodeLabels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if _, ok := labels[HostnameLabel]; !ok && cfg.NodeName != "" {
+		labels[HostnameLabel] = cfg.NodeName
+	}
+	sel, err := pools.Select(configs, labels)
+	if err != nil {
+		return nil, fmt.Errorf("node %q: %w", cfg.NodeName, err)
+	}
+	layout, err := pools.Resolve(sel, topo)
+	if err != nil {
+		return nil, fmt.Errorf("node %q: %w", cfg.NodeName, err)
+	}
+	for _, w := range layout.Warnings {
+		log.Warn("pool config", "source", layout.Source, "warning", w)
+	}
+	var desc []string
+	for _, p := range layout.Pools {
+		desc = append(desc, fmt.Sprintf("%s=%s", p.Name, p.CPUs))
+	}
+	log.Info("node", "name", cfg.NodeName, "topology", topo.Summary(), "poolConfig", layout.Source,
+		"pools", strings.Join(desc, " "))
+	return plan.NewNode(topo, layout, plan.Policy{}), nil
+}
+
+// checkCheckpoint reports records that no longer fit the node. They are not fatal: at
+// Synchronize, containers keep what they run on and records of gone containers are dropped.
+func checkCheckpoint(store *checkpoint.Store, node *plan.Node, log *slog.Logger) {
+	recs, err := store.Load()
+	if err != nil {
+		log.Warn("checkpoint unreadable; the runtime's cpusets will be used", "err", err)
+		return
+	}
+	poolCPUs := map[string]cpuset.CPUSet{}
+	for _, p := range node.Pools.Pools {
+		poolCPUs[p.Name] = p.CPUs
+	}
+	for _, c := range checkpoint.Validate(recs, node.Topology.Online(), poolCPUs) {
+		log.Warn("checkpoint record does not fit the node", "file", c.File, "reason", c.Reason)
+	}
+	log.Info("checkpoint", "dir", store.Dir(), "records", len(recs))
+}

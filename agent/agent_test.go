@@ -1,0 +1,132 @@
+package agent_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
+	nrilog "github.com/containerd/nri/pkg/log"
+	"github.com/podfence/podfence/agent"
+	"github.com/podfence/podfence/checkpoint"
+	"github.com/podfence/podfence/nri"
+)
+
+const poolConfig = `
+pools:
+  exclusive_a: {cpus: "2-3,50-51", hyperThreadingPolicy: multiThreaded}
+  shared_s:    {cpus: "4,52"}
+nodeSelector: {kubernetes.io/hostname: node-a}
+`
+
+// config is an agent config on a captured 2-socket, 96-CPU sysfs tree.
+func config(t *testing.T) agent.Config {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pfa-") // short: the socket path is limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	poolDir := filepath.Join(dir, "pools")
+	if err := os.Mkdir(poolDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(poolDir, "poolconfig-a.yaml"), []byte(poolConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return agent.Config{
+		Connection:    nri.Connection{Socket: filepath.Join(dir, "nri.sock"), PluginName: "podfence", PluginIndex: "10"},
+		Pools:         poolDir,
+		NodeName:      "node-a",
+		CheckpointDir: filepath.Join(dir, "checkpoint"),
+		Sysfs:         "../topology/testdata/sysfs/dual-socket-smt-apart",
+	}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestLoadNodeSelectsByNodeName(t *testing.T) {
+	cfg := config(t)
+	node, err := agent.LoadNode(cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := node.Pools.Pool("exclusive_a"); p.CPUs.String() != "2-3,50-51" {
+		t.Errorf("exclusive_a = %s", p.CPUs)
+	}
+	cfg.NodeName = "node-b"
+	_, err = agent.LoadNode(cfg, quiet())
+	if err == nil || !strings.Contains(err.Error(), `node "node-b": no pool config matches this node (node labels: kubernetes.io/hostname=node-b)`) {
+		t.Errorf("error %v, want no match for node-b", err)
+	}
+}
+
+func TestRunServesTheRuntime(t *testing.T) {
+	cfg := config(t)
+	synced := make(chan struct{}, 2) // at start-up (no plugins yet), then for the agent
+	rt, err := adaptation.New("test-runtime", "1", func(ctx context.Context, cb adaptation.SyncCB) error {
+		_, err := cb(ctx, nil, nil)
+		synced <- struct{}{}
+		return err
+	}, func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil },
+		adaptation.WithSocketPath(cfg.Socket), adaptation.WithPluginPath(filepath.Join(filepath.Dir(cfg.Socket), "none")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx, cfg, quiet()) }()
+	for range 2 {
+		select {
+		case <-synced:
+		case <-time.After(10 * time.Second):
+			t.Fatal("agent did not connect")
+		}
+	}
+	rt.BlockPluginSync().Unblock()
+
+	pod := &api.PodSandbox{Id: "p1", Uid: "uid1", Name: "p", Namespace: "ns",
+		Annotations: map[string]string{nri.AnnotationCPUPools: `{"app": {"exclusive_a": 2}}`}}
+	ctr := &api.Container{Id: "c1", PodSandboxId: "p1", Name: "app"}
+	rpl, err := rt.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rpl.GetAdjust().GetLinux().GetResources().GetCpu().GetCpus(); got != "2,50" {
+		t.Errorf("cpuset %q, want 2,50 (one whole core)", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	store, err := checkpoint.Open(cfg.CheckpointDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := store.Load(); err != nil || len(recs) != 1 || recs[0].CPUs.String() != "2,50" {
+		t.Errorf("checkpoint after shutdown: %v, %v; want the container's record", recs, err)
+	}
+}
+
+func TestMain(m *testing.M) {
+	nrilog.Set(quietNRI{}) // the runtime side's library logger is global
+	os.Exit(m.Run())
+}
+
+type quietNRI struct{}
+
+func (quietNRI) Debugf(context.Context, string, ...any) {}
+func (quietNRI) Infof(context.Context, string, ...any)  {}
+func (quietNRI) Warnf(context.Context, string, ...any)  {}
+func (quietNRI) Errorf(context.Context, string, ...any) {}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/podfence/podfence/agent"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+type agentFlags struct {
+	cfg      agent.Config
+	labels   []string
+	logLevel string
+}
+
+func newAgentCmd() *cobra.Command {
+	var f agentFlags
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: an NRI plugin that puts containers on their CPU pools",
+		Long: `agent connects to the container runtime's NRI socket (containerd or CRI-O with NRI enabled)
+and sets each container's cpuset, memory nodes, CFS quota and EXCLUSIVE_CPUS/SHARED_CPUS
+before it starts, from the node's pool config and the pod's podfence.io/cpu-pools and
+podfence.io/exclusive-cpus annotations. It reconnects when the runtime restarts.
+
+Every flag can also be set by an environment variable PODFENCE_<FLAG> (e.g.
+PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
+--node-name also reads NODE_NAME. Flags win over the environment.`,
+		Example: `  podfence agent --pools /etc/podfence/pools --node-name "$NODE_NAME"
+  podfence agent --nri-socket /run/nri/nri.sock --pools poolconfig-a.yaml --node-label nodeType=caas`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
+			return runAgent(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.cfg.Socket, "nri-socket", "/var/run/nri/nri.sock", "the runtime's NRI socket")
+	fl.StringVar(&f.cfg.PluginName, "plugin-name", "podfence", "NRI plugin name")
+	fl.StringVar(&f.cfg.PluginIndex, "plugin-index", "10", "NRI plugin index (two digits): the order among plugins")
+	fl.StringVar(&f.cfg.Pools, "pools", "/etc/podfence/pools", "pool config: a poolconfig-*.yaml file or a directory of them (mounted ConfigMap)")
+	fl.StringVar(&f.cfg.NodeName, "node-name", "", "this node's name (default $NODE_NAME); also the label "+agent.HostnameLabel+" unless given")
+	fl.StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against the pool configs' nodeSelector (repeatable)")
+	fl.StringVar(&f.cfg.CheckpointDir, "checkpoint-dir", "/var/lib/podfence/checkpoint", "directory of allocation records")
+	fl.StringVar(&f.cfg.Sysfs, "sysfs", "/sys", "root of the sysfs tree to read the CPU topology from")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("flag --log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	labels, err := parseLabels(f.labels)
+	if err != nil {
+		return err
+	}
+	f.cfg.NodeLabels = labels
+	if f.cfg.NodeName == "" {
+		f.cfg.NodeName = os.Getenv("NODE_NAME")
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Info("starting", "version", version, "socket", f.cfg.Socket, "plugin", f.cfg.PluginIndex+"-"+f.cfg.PluginName,
+		"pools", f.cfg.Pools, "node", f.cfg.NodeName, "checkpoint", f.cfg.CheckpointDir, "sysfs", f.cfg.Sysfs)
+	return agent.Run(ctx, f.cfg, log)
+}
+
+// flagsFromEnv sets each flag not given on the command line from PODFENCE_<NAME> (upper
+// case, '-' → '_'); a repeatable flag takes a comma-separated list.
+func flagsFromEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
+	var err error
+	fs.VisitAll(func(fl *pflag.Flag) {
+		name := "PODFENCE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		v, ok := lookup(name)
+		if err != nil || fl.Changed || !ok {
+			return
+		}
+		values := []string{v}
+		if fl.Value.Type() == "stringArray" {
+			values = strings.Split(v, ",")
+		}
+		for _, one := range values {
+			if serr := fs.Set(fl.Name, strings.TrimSpace(one)); serr != nil {
+				err = fmt.Errorf("environment %s=%q: %w", name, v, serr)
+				return
+			}
+		}
+	})
+	return err
+}
