@@ -34,7 +34,10 @@ type Config struct {
 	CheckpointDir string
 	// Sysfs is the root of the sysfs tree to read the topology from ("/sys").
 	Sysfs string
-	// Wrapper, if set, extends every CreateContainer adjustment (the process starter).
+	// StartBinary, if set, is the host path of the podfence binary that wraps containers
+	// with a process pinning annotation (see Starter).
+	StartBinary string
+	// Wrapper, if set, extends every CreateContainer adjustment instead of the Starter.
 	Wrapper nri.Wrapper
 }
 
@@ -49,7 +52,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("checkpoint %s: %w", cfg.CheckpointDir, err)
 	}
 	checkCheckpoint(store, node, log)
-	a := nri.New(node, store, log, nri.Options{Wrapper: cfg.Wrapper})
+	wrapper := cfg.Wrapper
+	if wrapper == nil && cfg.StartBinary != "" {
+		wrapper = Starter{Binary: cfg.StartBinary}
+	}
+	a := nri.New(node, store, log, nri.Options{Wrapper: wrapper})
 	runErr := a.Run(ctx, cfg.Connection)
 	if err := a.Close(); err != nil {
 		return errors.Join(runErr, fmt.Errorf("shutdown: %w", err))

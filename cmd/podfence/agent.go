@@ -53,6 +53,7 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against the pool configs' nodeSelector (repeatable)")
 	fl.StringVar(&f.cfg.CheckpointDir, "checkpoint-dir", "/var/lib/podfence/checkpoint", "directory of allocation records")
 	fl.StringVar(&f.cfg.Sysfs, "sysfs", "/sys", "root of the sysfs tree to read the CPU topology from")
+	fl.StringVar(&f.cfg.StartBinary, "start-binary", "", "host path of the (static) podfence binary bind-mounted into containers with a process pinning annotation (default: this binary; in a DaemonSet, its path on the host)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
 }
@@ -71,10 +72,18 @@ func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 	if f.cfg.NodeName == "" {
 		f.cfg.NodeName = os.Getenv("NODE_NAME")
 	}
+	if f.cfg.StartBinary == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the podfence binary for --start-binary: %w", err)
+		}
+		f.cfg.StartBinary = self
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Info("starting", "version", version, "socket", f.cfg.Socket, "plugin", f.cfg.PluginIndex+"-"+f.cfg.PluginName,
-		"pools", f.cfg.Pools, "node", f.cfg.NodeName, "checkpoint", f.cfg.CheckpointDir, "sysfs", f.cfg.Sysfs)
+		"pools", f.cfg.Pools, "node", f.cfg.NodeName, "checkpoint", f.cfg.CheckpointDir, "sysfs", f.cfg.Sysfs,
+		"startBinary", f.cfg.StartBinary)
 	return agent.Run(ctx, f.cfg, log)
 }
 
