@@ -11,8 +11,9 @@ PKGS        ?= ./...
 
 all: build test
 
+# A static binary: the process starter runs it inside containers without glibc.
 build:
-	$(GO) build -o bin/podfence ./cmd/podfence
+	CGO_ENABLED=0 $(GO) build -o bin/podfence ./cmd/podfence
 
 # Unit and integration tests (no root needed), with vet, gofmt and staticcheck.
 test: lint unit
