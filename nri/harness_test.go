@@ -164,7 +164,7 @@ type runtime struct {
 	syncUpd    []*api.ContainerUpdate // updates plugins asked at Synchronize
 	unsolicted []*api.ContainerUpdate // updates plugins asked outside a request
 	seq        int
-	syncs      int // plugin synchronizations done
+	syncs      int // synchronizations since start: 1 at start-up, then 1 per plugin
 
 	// kill, if set, makes stop end plugin connections as a runtime process exit does (the
 	// runtime side's Stop leaves external plugins connected): plugins connect through a
@@ -195,6 +195,9 @@ func (rt *runtime) start() {
 	if err != nil {
 		rt.tb.Fatal(err)
 	}
+	rt.mu.Lock()
+	rt.syncs = 0
+	rt.mu.Unlock()
 	if err := r.Start(); err != nil {
 		rt.tb.Fatal(err)
 	}
@@ -236,12 +239,12 @@ func (rt *runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error 
 	return err
 }
 
-// waitPlugins waits until n plugins have been synchronized and registered.
+// waitPlugins waits until n plugins have been synchronized and registered since start.
 func (rt *runtime) waitPlugins(n int) {
 	rt.tb.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		rt.mu.Lock()
-		done := rt.syncs >= n
+		done := rt.syncs >= 1+n
 		rt.mu.Unlock()
 		if done {
 			break

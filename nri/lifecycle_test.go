@@ -234,3 +234,12 @@ func TestConcurrentHandlers(t *testing.T) {
 	wg.Wait()
 	checkHeld(t, "after concurrent stops", ar.Allocations())
 }
+
+func TestRunRefusesBadPluginIndex(t *testing.T) {
+	ar := nri.New(newNode(t, testTopology, testPools), openStore(t, t.TempDir()), testLogger(t), nri.Options{})
+	defer ar.Close()
+	err := ar.Run(t.Context(), nri.Connection{Socket: "/nonexistent", PluginName: "podfence", PluginIndex: "1"})
+	if err == nil || !strings.Contains(err.Error(), `invalid plugin index "1", must be 2 digits`) {
+		t.Errorf("error %v, want the bad index named", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 )
 
@@ -30,6 +31,12 @@ type Connection struct {
 // on every new connection. It returns nil when ctx ends, or an error when the plugin cannot
 // be set up at all (a bad name or index).
 func (a *Agent) Run(ctx context.Context, conn Connection) error {
+	if err := api.CheckPluginIndex(conn.PluginIndex); err != nil {
+		return fmt.Errorf("NRI plugin index: %w", err)
+	}
+	if conn.PluginName == "" {
+		return fmt.Errorf("NRI plugin name is empty")
+	}
 	minB, maxB := conn.MinBackoff, conn.MaxBackoff
 	if minB <= 0 {
 		minB = DefaultMinBackoff

@@ -27,9 +27,11 @@ func (a *Agent) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*a
 	known := a.state.Allocations()
 	a.mu.Unlock()
 	if first {
-		if known, err = a.store.Load(); err != nil {
-			a.log.Error("checkpoint unreadable; rebuilding from the runtime's cpusets alone", "err", err)
+		recs, lerr := a.store.Load()
+		if lerr != nil {
+			a.log.Error("checkpoint unreadable; rebuilding from the runtime's cpusets alone", "err", lerr)
 		}
+		known = recs
 	}
 	next, ids, rep := a.rebuild(known, pods, ctrs)
 
