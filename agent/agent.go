@@ -16,7 +16,6 @@ import (
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/pools"
 	"github.com/podfence/podfence/topology"
-	"k8s.io/utils/cpuset"
 )
 
 // HostnameLabel is the node label the agent sets from NodeName when it is not given.
@@ -37,8 +36,8 @@ type Config struct {
 	// StartBinary, if set, is the host path of the podfence binary that wraps containers
 	// with a process pinning annotation (see Starter).
 	StartBinary string
-	// Wrapper, if set, extends every CreateContainer adjustment instead of the Starter.
-	Wrapper nri.Wrapper
+	// Extensions ride on the agent's events after the Starter (see nri.Extension).
+	Extensions []nri.Extension
 }
 
 // Run serves the runtime until ctx ends, then flushes the checkpoint.
@@ -52,11 +51,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("checkpoint %s: %w", cfg.CheckpointDir, err)
 	}
 	checkCheckpoint(store, node, log)
-	wrapper := cfg.Wrapper
-	if wrapper == nil && cfg.StartBinary != "" {
-		wrapper = Starter{Binary: cfg.StartBinary}
+	var exts []nri.Extension
+	if cfg.StartBinary != "" {
+		exts = append(exts, Starter{Binary: cfg.StartBinary})
 	}
-	a := nri.New(node, store, log, nri.Options{Wrapper: wrapper})
+	exts = append(exts, cfg.Extensions...)
+	a := nri.New(node, store, log, nri.Options{Extensions: exts})
 	runErr := a.Run(ctx, cfg.Connection)
 	if err := a.Close(); err != nil {
 		return errors.Join(runErr, fmt.Errorf("shutdown: %w", err))
@@ -110,11 +110,7 @@ func checkCheckpoint(store *checkpoint.Store, node *plan.Node, log *slog.Logger)
 		log.Warn("checkpoint unreadable; the runtime's cpusets will be used", "err", err)
 		return
 	}
-	poolCPUs := map[string]cpuset.CPUSet{}
-	for _, p := range node.Pools.Pools {
-		poolCPUs[p.Name] = p.CPUs
-	}
-	for _, c := range checkpoint.Validate(recs, node.Topology.Online(), poolCPUs) {
+	for _, c := range checkpoint.Validate(recs, node.Topology.Online(), node.PoolCPUs()) {
 		log.Warn("checkpoint record does not fit the node", "file", c.File, "reason", c.Reason)
 	}
 	log.Info("checkpoint", "dir", store.Dir(), "records", len(recs))

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
@@ -18,12 +19,15 @@ type Starter struct {
 	Binary string
 }
 
-var _ nri.Wrapper = Starter{}
+var _ nri.ContainerCreator = Starter{}
 
-// Wrap returns the mount, args and environment that start ctr through `podfence start`. The
-// processes are planned against the decided CPUs first, so a container whose annotation
-// asks for more CPUs than it got is refused at creation, with the numbers.
-func (s Starter) Wrap(pod *api.PodSandbox, ctr *api.Container, d plan.Decision) (*api.ContainerAdjustment, error) {
+// Name names the extension in logs and errors.
+func (Starter) Name() string { return "process-starter" }
+
+// CreateContainer returns the mount, args and environment that start ctr through `podfence
+// start`. The processes are planned against the decided CPUs first, so a container whose
+// annotation asks for more CPUs than it got is refused at creation, with the numbers.
+func (s Starter) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, d plan.Decision) (*api.ContainerAdjustment, error) {
 	spec, ok, err := pinning.FromAnnotations(pod.GetAnnotations())
 	if !ok {
 		spec, ok, err = pinning.FromAnnotations(ctr.GetAnnotations())

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func TestStarterWrap(t *testing.T) {
 		return &api.PodSandbox{Annotations: map[string]string{pinning.Key: strings.Replace(ann, "%d", cpus, 1)}}
 	}
 
-	adj, err := s.Wrap(pod("1"), ctr, d)
+	adj, err := s.CreateContainer(context.Background(), pod("1"), ctr, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +40,13 @@ func TestStarterWrap(t *testing.T) {
 		t.Errorf("env %v", adj.Env)
 	}
 
-	if adj, err := s.Wrap(pod("1"), &api.Container{Name: "sidecar"}, d); adj != nil || err != nil {
+	if adj, err := s.CreateContainer(context.Background(), pod("1"), &api.Container{Name: "sidecar"}, d); adj != nil || err != nil {
 		t.Errorf("container without an entry wrapped: %v, %v", adj, err)
 	}
-	if _, err := s.Wrap(pod("2"), ctr, d); err == nil || !strings.Contains(err.Error(), "exclusive processes ask for 3 CPUs, the container has 2") {
+	if _, err := s.CreateContainer(context.Background(), pod("2"), ctr, d); err == nil || !strings.Contains(err.Error(), "exclusive processes ask for 3 CPUs, the container has 2") {
 		t.Errorf("error %v, want the shortfall", err)
 	}
-	if _, err := s.Wrap(pod("1.5"), ctr, d); err == nil || !strings.Contains(err.Error(), "annotation "+pinning.Key) {
+	if _, err := s.CreateContainer(context.Background(), pod("1.5"), ctr, d); err == nil || !strings.Contains(err.Error(), "annotation "+pinning.Key) {
 		t.Errorf("error %v, want the bad annotation named", err)
 	}
 }

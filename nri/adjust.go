@@ -29,7 +29,8 @@ func adjustment(d plan.Decision) *api.ContainerAdjustment {
 	return adj
 }
 
-// merge adds a Wrapper's fragment to adj: its Args, Env, Mounts and Annotations.
+// merge adds an extension's fragment to adj: its Args, Env, Mounts, Annotations and unified
+// cgroup v2 resources.
 func merge(adj, frag *api.ContainerAdjustment) {
 	if frag == nil {
 		return
@@ -44,6 +45,9 @@ func merge(adj, frag *api.ContainerAdjustment) {
 			adj.Annotations = map[string]string{}
 		}
 		maps.Copy(adj.Annotations, frag.Annotations)
+	}
+	for k, v := range frag.GetLinux().GetResources().GetUnified() {
+		adj.AddLinuxUnified(k, v)
 	}
 }
 

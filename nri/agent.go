@@ -22,17 +22,9 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/state"
 )
-
-// Wrapper adds to a container's CreateContainer adjustment once its CPUs are decided, e.g.
-// the process starter's entrypoint wrapping (bind mount and args). Of the fragment it
-// returns, Args, Env, Mounts and Annotations are used. An error refuses the container.
-type Wrapper interface {
-	Wrap(pod *api.PodSandbox, ctr *api.Container, d plan.Decision) (*api.ContainerAdjustment, error)
-}
 
 // Checkpoint persists allocations across agent restarts; *checkpoint.Store is one.
 type Checkpoint interface {
@@ -43,15 +35,15 @@ type Checkpoint interface {
 
 // Options are the agent's optional parts.
 type Options struct {
-	// Wrapper, if set, extends every CreateContainer adjustment.
-	Wrapper Wrapper
+	// Extensions ride on the agent's events, in this order (see Extension).
+	Extensions []Extension
 }
 
 // Agent is the NRI plugin. Create it with New and connect it with Run.
 type Agent struct {
 	node    *plan.Node
 	log     *slog.Logger
-	wrapper Wrapper
+	exts    []Extension
 	store   Checkpoint
 	persist *persister
 
@@ -71,7 +63,7 @@ func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Agent 
 	return &Agent{
 		node:    node,
 		log:     log,
-		wrapper: opts.Wrapper,
+		exts:    opts.Extensions,
 		store:   cp,
 		persist: newPersister(cp, log),
 		state:   plan.NewState(node),

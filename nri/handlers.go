@@ -23,6 +23,7 @@ var (
 	_ stub.UpdateContainerInterface = (*Agent)(nil)
 	_ stub.StopContainerInterface   = (*Agent)(nil)
 	_ stub.RemoveContainerInterface = (*Agent)(nil)
+	_ stub.StartContainerInterface  = (*Agent)(nil)
 )
 
 // recovered turns a panic in a handler into that request's error, so one bad container
@@ -36,21 +37,28 @@ func (a *Agent) recovered(event string, err *error) {
 
 // RunPodSandbox logs the sandbox's place: the default pool. NRI cannot adjust the sandbox
 // container, and it holds nothing, so nothing is recorded.
-func (a *Agent) RunPodSandbox(_ context.Context, pod *api.PodSandbox) (err error) {
+func (a *Agent) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
 	defer a.recovered("RunPodSandbox", &err)
 	c := plan.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Sandbox: true}
 	a.mu.Lock()
 	d, err := a.node.Plan(a.state, c)
 	a.mu.Unlock()
-	if err == nil {
-		a.logDecision("RunPodSandbox", pod, nil, d)
+	if err != nil {
+		return err
 	}
-	return err
+	a.logDecision("RunPodSandbox", pod, nil, d)
+	return a.notify("RunPodSandbox", func(e Extension) (bool, error) {
+		h, ok := e.(PodRunner)
+		if !ok {
+			return false, nil
+		}
+		return true, h.RunPodSandbox(ctx, pod)
+	})
 }
 
 // CreateContainer plans the container and returns its adjustment. A refused container gets
 // an error naming the reason; nothing else changes.
-func (a *Agent) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment, _ []*api.ContainerUpdate, err error) {
+func (a *Agent) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment, _ []*api.ContainerUpdate, err error) {
 	defer a.recovered("CreateContainer", &err)
 	c, err := a.containerOf(pod, ctr)
 	if err != nil {
@@ -67,12 +75,8 @@ func (a *Agent) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api
 		}
 	}()
 	adj := adjustment(d)
-	if a.wrapper != nil {
-		frag, err := a.wrapper.Wrap(pod, ctr, d)
-		if err != nil {
-			return nil, nil, a.refused(pod, ctr, fmt.Errorf("wrap entrypoint: %w", err))
-		}
-		merge(adj, frag)
+	if err := a.createHooks(ctx, pod, ctr, d, adj); err != nil {
+		return nil, nil, a.refused(pod, ctr, err)
 	}
 	committed = true
 	a.logDecision("CreateContainer", pod, ctr, d)
@@ -120,21 +124,47 @@ func (a *Agent) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api
 
 // StopContainer releases the container's CPUs: a stopped container never runs again (the
 // kubelet creates a new instance).
-func (a *Agent) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (_ []*api.ContainerUpdate, err error) {
+func (a *Agent) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("StopContainer", &err)
 	a.release(ctr.GetId())
+	a.removed(ctx, "StopContainer", pod, ctr)
 	return nil, nil
 }
 
 // RemoveContainer releases the container if StopContainer did not.
-func (a *Agent) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
+func (a *Agent) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
 	defer a.recovered("RemoveContainer", &err)
 	a.release(ctr.GetId())
+	a.removed(ctx, "RemoveContainer", pod, ctr)
 	return nil
 }
 
+// StartContainer tells the extensions that the container's task exists: its init process
+// runs, its entrypoint has not started. Their errors are logged only.
+func (a *Agent) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
+	defer a.recovered("StartContainer", &err)
+	_ = a.notify("StartContainer", func(e Extension) (bool, error) {
+		h, ok := e.(ContainerStarter)
+		if !ok {
+			return false, nil
+		}
+		return true, h.StartContainer(ctx, pod, ctr)
+	})
+	return nil
+}
+
+func (a *Agent) removed(ctx context.Context, event string, pod *api.PodSandbox, ctr *api.Container) {
+	_ = a.notify(event, func(e Extension) (bool, error) {
+		h, ok := e.(ContainerRemover)
+		if ok {
+			h.RemoveContainer(ctx, pod, ctr)
+		}
+		return ok, nil
+	})
+}
+
 // RemovePodSandbox releases whatever the pod's containers still hold.
-func (a *Agent) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) (err error) {
+func (a *Agent) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
 	defer a.recovered("RemovePodSandbox", &err)
 	var freed []state.Allocation
 	a.mu.Lock()
@@ -150,6 +180,13 @@ func (a *Agent) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) (err er
 	for _, al := range freed {
 		a.logRelease(al)
 	}
+	_ = a.notify("RemovePodSandbox", func(e Extension) (bool, error) {
+		h, ok := e.(PodRemover)
+		if ok {
+			h.RemovePodSandbox(ctx, pod)
+		}
+		return ok, nil
+	})
 	return nil
 }
 

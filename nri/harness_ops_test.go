@@ -176,3 +176,16 @@ func applyCPU(dst, src *api.LinuxCPU) {
 		dst.Period = src.Period
 	}
 }
+
+// startCtr relays a StartContainer for ctr.
+func (rt *runtime) startCtr(ctr *api.Container) {
+	rt.tb.Helper()
+	rt.mu.Lock()
+	pod := rt.podOf(ctr)
+	rt.mu.Unlock()
+	b := rt.nri.BlockPluginSync()
+	defer b.Unblock()
+	if err := rt.nri.StartContainer(context.Background(), &api.StartContainerRequest{Pod: pod, Container: ctr}); err != nil {
+		rt.tb.Fatalf("StartContainer %s: %v", ctr.Name, err)
+	}
+}

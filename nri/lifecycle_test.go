@@ -1,6 +1,7 @@
 package nri_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -134,7 +135,9 @@ func TestReconnectAfterRuntimeRestart(t *testing.T) {
 // panicky panics for containers named "boom", as a buggy dependency would.
 type panicky struct{}
 
-func (panicky) Wrap(_ *api.PodSandbox, ctr *api.Container, _ plan.Decision) (*api.ContainerAdjustment, error) {
+func (panicky) Name() string { return "panicky" }
+
+func (panicky) CreateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container, _ plan.Decision) (*api.ContainerAdjustment, error) {
 	if ctr.Name == "boom" {
 		panic("wrapper bug")
 	}
@@ -144,7 +147,7 @@ func (panicky) Wrap(_ *api.PodSandbox, ctr *api.Container, _ plan.Decision) (*ap
 }
 
 func TestPanicFailsOneContainer(t *testing.T) {
-	rt, ar := setup(t, nri.Options{Wrapper: panicky{}})
+	rt, ar := setup(t, nri.Options{Extensions: []nri.Extension{panicky{}}})
 	pod := rt.runPod("p", poolReq(`{"boom": {"exclusive_a": 4}, "app": {"exclusive_a": 4}}`))
 	_, err := rt.create(pod, "boom", nil)
 	if err == nil || !strings.Contains(err.Error(), "CreateContainer: internal error: wrapper bug") {

@@ -20,7 +20,7 @@ type syncReport struct {
 // container keeps a known allocation whose CPUs match the cpuset it runs on; any other live
 // container is adopted as it runs (see adopt). Allocations of containers that are gone are
 // dropped. No container is ever updated.
-func (a *Agent) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (_ []*api.ContainerUpdate, err error) {
+func (a *Agent) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("Synchronize", &err)
 	a.mu.Lock()
 	first := a.syncs == 0
@@ -47,6 +47,13 @@ func (a *Agent) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*a
 	a.mu.Unlock()
 	a.log.Info("synchronized", "containers", rep.containers, "restored", rep.restored, "adopted", rep.adopted,
 		"unmanaged", rep.unmanaged, "dropped", rep.dropped)
+	_ = a.notify("Synchronize", func(e Extension) (bool, error) {
+		h, ok := e.(Synchronizer)
+		if !ok {
+			return false, nil
+		}
+		return true, h.Synchronize(ctx, pods, ctrs)
+	})
 	return nil, nil
 }
 
