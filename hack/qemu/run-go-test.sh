@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Runs one Go package's tests inside a QEMU guest on the real-kernel build from kernel.sh
+# (SMT 2 cores x 2 threads, CONFIG_SCHED_CORE, cgroup v2 with cpuset/cpu/memory/pids/misc).
+# The test binary is PID 1's only child; the guest sets PODFENCE_IN_QEMU=1.
+#
+# Usage: hack/qemu/run-go-test.sh <go package> [test regexp]
+#   e.g. hack/qemu/run-go-test.sh ./coresched/kernel '^TestQEMU'
+# Env:   PODFENCE_QEMU_TIMEOUT       seconds before QEMU is killed (default 180)
+#        PODFENCE_QEMU_TEST_TIMEOUT  go test -test.timeout inside the guest (default 150s)
+#        PODFENCE_QEMU_KEEP=1        keep the work directory (initramfs, console log)
+#        + kernel.sh's variables
+# Exit:  0 only when the guest printed "PODFENCE-QEMU-RESULT: PASS".
+set -euo pipefail
+
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+  sed -n '2,13p' "$0" >&2
+  exit 2
+fi
+pkg=$1
+run=${2:-}
+limit=${PODFENCE_QEMU_TIMEOUT:-180}
+
+log() { printf 'run-go-test.sh: %s\n' "$*" >&2; }
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(git -C "$here" rev-parse --show-toplevel)
+t0=$(date +%s)
+
+kernel=$(bash "$here/kernel.sh" | tail -n1)
+t_kernel=$(date +%s)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/podfence-qemu.XXXXXX")
+qpid=
+cleanup() {
+  if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
+    kill "$qpid" 2>/dev/null || true # timeout(1) passes it on to QEMU
+    wait "$qpid" 2>/dev/null || true
+  fi
+  if [ "${PODFENCE_QEMU_KEEP:-}" = 1 ]; then
+    log "kept $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+root=$work/root
+mkdir -p "$root"/{dev,proc,sys,tmp,pkg}
+log "building $pkg test binary and init (static)"
+(
+  cd "$repo"
+  export CGO_ENABLED=0
+  go test -c -o "$root/test" -tags qemu "$pkg"
+  go build -buildvcs=false -o "$root/init" ./hack/qemu/init
+  pkgdir=$(go list -f '{{.Dir}}' "$pkg")
+  if [ -d "$pkgdir/testdata" ]; then cp -r "$pkgdir/testdata" "$root/pkg/"; fi
+)
+[ -x "$root/test" ] || { log "$pkg has no tests"; exit 1; }
+{
+  echo -test.v
+  echo -test.count=1
+  echo "-test.timeout=${PODFENCE_QEMU_TEST_TIMEOUT:-150s}"
+  if [ -n "$run" ]; then echo "-test.run=$run"; fi
+} >"$root/args"
+if [ "$(id -u)" = 0 ]; then mknod -m 600 "$root/dev/console" c 5 1; fi
+(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet | gzip -1 >"$work/initramfs.cpio.gz")
+t_built=$(date +%s)
+
+log "booting $(basename "$(dirname "$kernel")") under QEMU (TCG, 4 vCPUs = 2 cores x 2 threads, limit ${limit}s)"
+console=$work/console.log
+: >"$console"
+timeout -k 5 "$limit" qemu-system-x86_64 \
+  -machine q35 -accel tcg -cpu qemu64,vendor=GenuineIntel -m 512 \
+  -smp 4,sockets=1,cores=2,threads=2 \
+  -kernel "$kernel" -initrd "$work/initramfs.cpio.gz" \
+  -append "console=ttyS0 panic=-1 quiet" \
+  -nic none -nographic -no-reboot </dev/null >"$console" 2>&1 &
+qpid=$!
+# Stream the console without \r and the firmware's terminal resets (ESC c, ESC [...).
+# In the background, so that a signal to this script is handled at once (wait is interruptible).
+tail -n +1 -f --pid="$qpid" "$console" |
+  sed -u -e 's/\r//g' -e 's/\x1bc/\n/g' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' &
+spid=$!
+rc=0
+wait "$qpid" || rc=$?
+qpid=
+wait "$spid" || true
+t_done=$(date +%s)
+
+timing="kernel $((t_kernel - t0)) s, build+initramfs $((t_built - t_kernel)) s, boot+test $((t_done - t_built)) s"
+result=$(tr -d '\r' <"$console" | grep -a '^PODFENCE-QEMU-RESULT:' | tail -n1 || true)
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+  log "QEMU killed after ${limit}s ($timing)"
+  exit 1
+fi
+if [ "$result" = "PODFENCE-QEMU-RESULT: PASS" ]; then
+  log "PASS $pkg ($timing)"
+  exit 0
+fi
+log "FAIL $pkg: ${result:-no result line} (qemu rc=$rc; $timing)"
+exit 1
