@@ -7,7 +7,7 @@ FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 PKGS        ?= ./...
 
-.PHONY: all build test lint unit fuzz bench e2e clean
+.PHONY: all build test lint unit fuzz bench e2e qemu clean
 
 all: build test
 
@@ -37,6 +37,12 @@ bench:
 # End to end on a real containerd with NRI (root; builds and caches the tools).
 e2e:
 	bash e2e/run.sh
+
+# Real-kernel tests: each package's tests run as init of a small SMT kernel under QEMU
+# (core scheduling, cgroup v2, misc). The kernel is built once and cached.
+QEMU_PKGS ?= ./coresched/kernel
+qemu:
+	@for p in $(QEMU_PKGS); do bash hack/qemu/run-go-test.sh $$p || exit 1; done
 
 clean:
 	rm -rf bin
