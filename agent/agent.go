@@ -10,12 +10,17 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/podfence/podfence/checkpoint"
+	"github.com/podfence/podfence/epc"
+	"github.com/podfence/podfence/epc/enforce"
+	"github.com/podfence/podfence/metrics"
 	"github.com/podfence/podfence/nri"
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/pools"
 	"github.com/podfence/podfence/topology"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // HostnameLabel is the node label the agent sets from NodeName when it is not given.
@@ -36,8 +41,16 @@ type Config struct {
 	// StartBinary, if set, is the host path of the podfence binary that wraps containers
 	// with a process pinning annotation (see Starter).
 	StartBinary string
-	// Extensions ride on the agent's events after the Starter (see nri.Extension).
+	// Extensions ride on the agent's events after the Starter and the EPC limits (see nri.Extension).
 	Extensions []nri.Extension
+	// CgroupRoot is the cgroupfs mount point ("/sys/fs/cgroup"): SGX EPC limits are applied
+	// there with policy EPCPolicy (package epc/enforce). Empty: no EPC limits.
+	CgroupRoot string
+	EPCPolicy  epc.Policy
+	// Registry collects the agent's metrics; nil means a new metrics.NewRegistry().
+	Registry *prometheus.Registry
+	// MetricsAddress, if set, serves /metrics and /healthz (package metrics).
+	MetricsAddress string
 }
 
 // Run serves the runtime until ctx ends, then flushes the checkpoint.
@@ -55,7 +68,25 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.StartBinary != "" {
 		exts = append(exts, Starter{Binary: cfg.StartBinary})
 	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = metrics.NewRegistry()
+	}
+	if cfg.CgroupRoot != "" {
+		x := enforce.New(enforce.Config{Root: cfg.CgroupRoot, Policy: cfg.EPCPolicy}, log)
+		if err := reg.Register(x.Collector()); err != nil {
+			return fmt.Errorf("register EPC metrics: %w", err)
+		}
+		exts = append(exts, x)
+	}
 	exts = append(exts, cfg.Extensions...)
+	if cfg.MetricsAddress != "" {
+		srv, err := metrics.Listen(cfg.MetricsAddress, reg, log)
+		if err != nil {
+			return err
+		}
+		defer closeMetrics(srv, log)
+	}
 	a := nri.New(node, store, log, nri.Options{Extensions: exts})
 	runErr := a.Run(ctx, cfg.Connection)
 	if err := a.Close(); err != nil {
@@ -63,6 +94,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// closeMetrics stops the metrics server, giving scrapes in flight a few seconds.
+func closeMetrics(srv *metrics.Server, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		log.Warn("metrics server", "err", err)
+	}
 }
 
 // LoadNode reads the topology and selects and resolves the node's pool config.

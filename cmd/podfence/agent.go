@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/podfence/podfence/agent"
+	"github.com/podfence/podfence/metrics"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -29,7 +30,9 @@ func newAgentCmd() *cobra.Command {
 		Long: `agent connects to the container runtime's NRI socket (containerd or CRI-O with NRI enabled)
 and sets each container's cpuset, memory nodes, CFS quota and EXCLUSIVE_CPUS/SHARED_CPUS
 before it starts, from the node's pool config and the pod's podfence.io/cpu-pools and
-podfence.io/exclusive-cpus annotations. It reconnects when the runtime restarts.
+podfence.io/exclusive-cpus annotations. It reconnects when the runtime restarts. It also
+caps SGX EPC from epc-limit.nri.io annotations through the cgroup misc controller under
+--cgroup-root, and serves Prometheus metrics on --metrics-address.
 
 Every flag can also be set by an environment variable PODFENCE_<FLAG> (e.g.
 PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
@@ -54,6 +57,9 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.StringVar(&f.cfg.CheckpointDir, "checkpoint-dir", "/var/lib/podfence/checkpoint", "directory of allocation records")
 	fl.StringVar(&f.cfg.Sysfs, "sysfs", "/sys", "root of the sysfs tree to read the CPU topology from")
 	fl.StringVar(&f.cfg.StartBinary, "start-binary", "", "host path of the (static) podfence binary bind-mounted into containers with a process pinning annotation (default: this binary; in a DaemonSet, its path on the host)")
+	fl.StringVar(&f.cfg.CgroupRoot, "cgroup-root", "/sys/fs/cgroup", "cgroupfs mount point, where SGX EPC limits are set and read (empty: no EPC limits)")
+	fl.Var(&f.cfg.EPCPolicy, "epc-policy", "an SGX EPC limit the kernel cannot enforce: strict refuses the container, best-effort runs it uncapped and reports it")
+	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress, "address serving /metrics and /healthz (empty: none)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
 }
@@ -83,7 +89,8 @@ func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 	defer stop()
 	log.Info("starting", "version", version, "socket", f.cfg.Socket, "plugin", f.cfg.PluginIndex+"-"+f.cfg.PluginName,
 		"pools", f.cfg.Pools, "node", f.cfg.NodeName, "checkpoint", f.cfg.CheckpointDir, "sysfs", f.cfg.Sysfs,
-		"startBinary", f.cfg.StartBinary)
+		"startBinary", f.cfg.StartBinary, "cgroupRoot", f.cfg.CgroupRoot, "epcPolicy", f.cfg.EPCPolicy,
+		"metrics", f.cfg.MetricsAddress)
 	return agent.Run(ctx, f.cfg, log)
 }
 

@@ -1,0 +1,118 @@
+package agent_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
+	"github.com/podfence/podfence/agent"
+	"github.com/podfence/podfence/cgroups/cgroupstest"
+	"github.com/podfence/podfence/metrics"
+)
+
+// TestRunAppliesEPCLimits: with a cgroup root and a metrics address, the agent puts a
+// container's SGX EPC limit into its adjustment and serves the EPC metrics.
+func TestRunAppliesEPCLimits(t *testing.T) {
+	cfg := config(t)
+	cfg.CgroupRoot = cgroupstest.Tree(t, "v2")
+	cfg.Registry = metrics.NewRegistry()
+	cfg.MetricsAddress = freeAddress(t)
+	synced := make(chan struct{}, 2)
+	rt, err := adaptation.New("test-runtime", "1", func(ctx context.Context, cb adaptation.SyncCB) error {
+		_, err := cb(ctx, nil, nil)
+		synced <- struct{}{}
+		return err
+	}, func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil },
+		adaptation.WithSocketPath(cfg.Socket), adaptation.WithPluginPath(filepath.Join(filepath.Dir(cfg.Socket), "none")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx, cfg, quiet()) }()
+	for range 2 {
+		select {
+		case <-synced:
+		case <-time.After(10 * time.Second):
+			t.Fatal("agent did not connect")
+		}
+	}
+	rt.BlockPluginSync().Unblock()
+
+	pod := &api.PodSandbox{Id: "p1", Uid: "uid1", Name: "p", Namespace: "ns",
+		Annotations: map[string]string{"epc-limit.nri.io/container.app": "2Mi"}}
+	ctr := &api.Container{Id: "c1", PodSandboxId: "p1", Name: "app",
+		Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/p1/c1"}}
+	rpl, err := rt.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rpl.GetAdjust().GetLinux().GetResources().GetUnified()["misc.max"]; got != "sgx_epc 2097152" {
+		t.Errorf("unified misc.max %q", got)
+	}
+	body := get(t, "http://"+cfg.MetricsAddress+"/metrics")
+	for _, want := range []string{`podfence_epc_supported{cgroup="v2"} 1`, "podfence_epc_capacity_bytes 1.34217728e+08", "go_goroutines "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if got := get(t, "http://"+cfg.MetricsAddress+"/healthz"); got != "ok\n" {
+		t.Errorf("/healthz %q", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get("http://" + cfg.MetricsAddress + "/healthz"); err == nil {
+		t.Error("metrics still served after the agent stopped")
+	}
+}
+
+func TestRunRefusesTakenMetricsAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := config(t)
+	cfg.MetricsAddress = ln.Addr().String()
+	err = agent.Run(context.Background(), cfg, quiet())
+	if err == nil || !strings.HasPrefix(err.Error(), "metrics address "+cfg.MetricsAddress+": ") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// freeAddress returns a loopback address with a port free a moment ago.
+func freeAddress(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
