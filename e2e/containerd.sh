@@ -7,6 +7,9 @@
 #   e2e/containerd.sh stop     remove all pods, stop containerd, kill leftover containers and
 #                              shims, unmount everything under the work dir, remove the cgroups
 #                              under ${PODFENCE_E2E_CGROUP_PARENT}; keeps the logs and config.
+#   e2e/containerd.sh restart  stop containerd only (SIGTERM) and start it again on the same
+#                              root/state/config; running containers and shims are kept and
+#                              restored, NRI plugins reconnect. Prints the env.
 #   e2e/containerd.sh status   exit 0 if running.
 #   e2e/containerd.sh env      KEY=VALUE lines a test or script can use (no quoting needed).
 #
@@ -240,8 +243,40 @@ do_stop() {
 	pf_log "containerd stopped, cleaned up in $(pf_elapsed "$t0")s"
 }
 
+# launch: start containerd detached on the existing work dir and config, and wait until it is
+# ready (gRPC answers, the NRI socket exists, CRI reports the runtime ready). Used by start
+# and restart. On failure: prints the log tail and returns 1 (start then stops and cleans up).
+launch() {
+	local t0=$1 pid ready=0
+	setsid "$PF_BIN/containerd" --config "$PF_CONTAINERD_CONFIG" </dev/null >>"$PF_CONTAINERD_LOG" 2>&1 &
+	pid=$!
+	echo "$pid" >"$PF_CONTAINERD_PID"
+	for _ in $(seq 1 300); do
+		if ! pf_containerd_running; then
+			pf_log_tail 40
+			rm -f "$PF_CONTAINERD_PID"
+			pf_log "containerd exited during startup"
+			return 1
+		fi
+		if [[ -S $PF_CONTAINERD_SOCK && -S $PF_NRI_SOCK ]] &&
+			crictl --config "$PF_CRICTL_CONFIG" info -o go-template \
+				--template '{{range .status.conditions}}{{.type}}={{.status}} {{end}}' 2>/dev/null |
+			grep -q 'RuntimeReady=true'; then
+			ready=1
+			break
+		fi
+		sleep 0.1
+	done
+	if ((!ready)); then
+		pf_log_tail 40
+		pf_log "containerd not ready after 30s"
+		return 1
+	fi
+	pf_log "containerd $PF_CONTAINERD_VERSION up (pid $pid) in $(pf_elapsed "$t0")s; socket $PF_CONTAINERD_SOCK, NRI $PF_NRI_SOCK"
+}
+
 do_start() {
-	local t0 pid
+	local t0
 	t0=$(pf_now_ms)
 	if pf_containerd_running; then
 		pf_log "containerd already running (pid $(cat "$PF_CONTAINERD_PID")); use stop first"
@@ -259,33 +294,10 @@ do_start() {
 	chmod 0711 "$PF_WORK"
 	write_config
 
-	setsid "$PF_BIN/containerd" --config "$PF_CONTAINERD_CONFIG" </dev/null >>"$PF_CONTAINERD_LOG" 2>&1 &
-	pid=$!
-	echo "$pid" >"$PF_CONTAINERD_PID"
-
-	# Ready = gRPC answers, the NRI socket exists and CRI reports the runtime ready.
-	local ready=0
-	for _ in $(seq 1 300); do
-		if ! pf_containerd_running; then
-			pf_log_tail 40
-			rm -f "$PF_CONTAINERD_PID"
-			pf_die "containerd exited during startup"
-		fi
-		if [[ -S $PF_CONTAINERD_SOCK && -S $PF_NRI_SOCK ]] &&
-			crictl --config "$PF_CRICTL_CONFIG" info -o go-template \
-				--template '{{range .status.conditions}}{{.type}}={{.status}} {{end}}' 2>/dev/null |
-			grep -q 'RuntimeReady=true'; then
-			ready=1
-			break
-		fi
-		sleep 0.1
-	done
-	if ((!ready)); then
-		pf_log_tail 40
+	if ! launch "$t0"; then
 		do_stop
-		pf_die "containerd not ready after 30s"
+		pf_die "containerd did not start"
 	fi
-	pf_log "containerd $PF_CONTAINERD_VERSION up (pid $pid) in $(pf_elapsed "$t0")s; socket $PF_CONTAINERD_SOCK, NRI $PF_NRI_SOCK"
 	if ! "$PF_E2E_DIR/images.sh" import >&2; then
 		do_stop
 		pf_die "image import failed"
@@ -293,13 +305,42 @@ do_start() {
 	print_env
 }
 
+# do_restart: stop containerd alone (SIGTERM, SIGKILL after 10 s) and start it again on the
+# same root, state and config. Pods, containers and their shims keep running; containerd
+# restores them, and NRI plugins reconnect to the new socket. Images stay imported.
+do_restart() {
+	local t0 pid
+	t0=$(pf_now_ms)
+	pf_containerd_running || pf_die "containerd is not running (e2e/containerd.sh start)"
+	pid=$(cat "$PF_CONTAINERD_PID")
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 1 100); do
+		pf_containerd_running || break
+		sleep 0.1
+	done
+	if pf_containerd_running; then
+		pf_log "containerd did not exit on SIGTERM; killing"
+		kill -KILL "$pid" 2>/dev/null || true
+		for _ in $(seq 1 50); do
+			pf_containerd_running || break
+			sleep 0.1
+		done
+	fi
+	pf_containerd_running && pf_die "containerd (pid $pid) does not exit"
+	rm -f "$PF_CONTAINERD_PID"
+	pf_log "containerd (pid $pid) stopped after $(pf_elapsed "$t0")s; starting it again"
+	launch "$t0" || pf_die "containerd did not come back after a restart"
+	print_env
+}
+
 case ${1:-} in
 start) do_start ;;
 stop) do_stop ;;
+restart) do_restart ;;
 status) pf_containerd_running ;;
 env) print_env ;;
 *)
-	echo "usage: $0 start|stop|status|env" >&2
+	echo "usage: $0 start|stop|restart|status|env" >&2
 	exit 2
 	;;
 esac
