@@ -21,6 +21,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/state"
@@ -41,7 +42,8 @@ type Options struct {
 
 // Agent is the NRI plugin. Create it with New and connect it with Run.
 type Agent struct {
-	node    *plan.Node
+	node    atomic.Pointer[plan.Node] // swapped whole by Reload
+	reconf  sync.Mutex                // serialises Synchronize and Reload
 	log     *slog.Logger
 	exts    []Extension
 	store   Checkpoint
@@ -60,8 +62,7 @@ type Agent struct {
 // New returns an agent for node that records its allocations in cp. It starts the
 // checkpoint writer; Close stops it.
 func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Agent {
-	return &Agent{
-		node:    node,
+	a := &Agent{
 		log:     log,
 		exts:    opts.Extensions,
 		store:   cp,
@@ -71,6 +72,8 @@ func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Agent 
 		keys:    map[string]state.Key{},
 		syncC:   make(chan struct{}),
 	}
+	a.node.Store(node)
+	return a
 }
 
 // Flush waits until every allocation change made so far is in the checkpoint, and returns

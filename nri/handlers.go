@@ -41,7 +41,7 @@ func (a *Agent) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err err
 	defer a.recovered("RunPodSandbox", &err)
 	c := plan.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Sandbox: true}
 	a.mu.Lock()
-	d, err := a.node.Plan(a.state, c)
+	d, err := a.node.Load().Plan(a.state, c)
 	a.mu.Unlock()
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func (a *Agent) allocate(c plan.Container, id string) (plan.Decision, error) {
 	if old, ok := a.ids[c.Key()]; ok && old != id {
 		a.releaseLocked(c.Key())
 	}
-	d, err := a.node.Allocate(a.state, c)
+	d, err := a.node.Load().Allocate(a.state, c)
 	if err != nil {
 		return d, err
 	}
@@ -107,7 +107,7 @@ func (a *Agent) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api
 	k, held := a.keys[ctr.GetId()]
 	var d plan.Decision
 	if held {
-		d, err = a.node.Plan(a.state, plan.Container{PodUID: k.PodUID, Name: k.Container})
+		d, err = a.node.Load().Plan(a.state, plan.Container{PodUID: k.PodUID, Name: k.Container})
 	}
 	a.mu.Unlock()
 	if !held || err != nil {

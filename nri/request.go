@@ -65,7 +65,7 @@ func (a *Agent) containerOf(pod *api.PodSandbox, ctr *api.Container) (plan.Conta
 // exclusivePoolOf returns the exclusive pool that holds every CPU of cpus.
 func (a *Agent) exclusivePoolOf(cpus cpuset.CPUSet) (string, error) {
 	var names []string
-	for _, p := range a.node.Pools.Pools {
+	for _, p := range a.node.Load().Pools.Pools {
 		if p.Type != state.TypeExclusive {
 			continue
 		}

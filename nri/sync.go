@@ -22,6 +22,8 @@ type syncReport struct {
 // dropped. No container is ever updated.
 func (a *Agent) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("Synchronize", &err)
+	a.reconf.Lock()
+	defer a.reconf.Unlock()
 	a.mu.Lock()
 	first := a.syncs == 0
 	known := a.state.Allocations()
@@ -96,7 +98,7 @@ func (a *Agent) rebuild(known []state.Allocation, pods []*api.PodSandbox, ctrs [
 	for _, al := range known {
 		byKey[al.Key()] = al
 	}
-	next, ids := plan.NewState(a.node), map[state.Key]string{}
+	next, ids := plan.NewState(a.node.Load()), map[state.Key]string{}
 	rep := syncReport{containers: len(live)}
 	var rest []liveCtr
 	for _, lc := range live {
@@ -131,7 +133,7 @@ func (a *Agent) restore(s *plan.State, al state.Allocation, lc liveCtr) bool {
 			"pod", podName(lc.pod), "container", lc.key.Container, "err", err)
 		return false
 	}
-	d, err := a.node.Plan(s, plan.Container{PodUID: al.PodUID, Name: al.Container})
+	d, err := a.node.Load().Plan(s, plan.Container{PodUID: al.PodUID, Name: al.Container})
 	if err == nil && (!lc.set || d.CPUs.Equals(lc.cpus)) {
 		return true
 	}
@@ -165,9 +167,9 @@ func (a *Agent) adoption(lc liveCtr) (state.Allocation, bool) {
 		return state.Allocation{}, false
 	}
 	al := state.Allocation{PodUID: lc.key.PodUID, Namespace: lc.pod.GetNamespace(), Pod: lc.pod.GetName(), Container: lc.key.Container}
-	shared, hasShared := a.node.Pools.Shared()
+	shared, hasShared := a.node.Load().Pools.Shared()
 	rest := lc.cpus
-	for _, p := range a.node.Pools.Pools {
+	for _, p := range a.node.Load().Pools.Pools {
 		if in := lc.cpus.Intersection(p.CPUs); p.Type == state.TypeExclusive && !in.IsEmpty() {
 			al.Pool, al.Type, al.CPUs, rest = p.Name, state.TypeExclusive, in, lc.cpus.Difference(p.CPUs)
 			break
