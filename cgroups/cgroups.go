@@ -31,7 +31,12 @@ const (
 	V2 Version = 2
 )
 
-func (v Version) String() string { return fmt.Sprintf("v%d", int(v)) }
+func (v Version) String() string {
+	if v != V1 && v != V2 {
+		return "unknown" // the zero Layout: nothing detected
+	}
+	return fmt.Sprintf("v%d", int(v))
+}
 
 // Layout is what Detect found at a cgroupfs root. It is a value: copy it freely.
 type Layout struct {

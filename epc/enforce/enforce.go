@@ -127,7 +127,6 @@ func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr 
 	if err != nil {
 		return nil, x.refuse("annotation", err)
 	}
-	e := x.newEntry(pod, ctr, limit)
 	mode, err := epc.Plan(limit, x.cap.Node, x.policy, ctr.GetLinux().GetResources().GetUnified())
 	var conflict *epc.ConflictError
 	switch {
@@ -138,6 +137,10 @@ func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr 
 	case err != nil:
 		return nil, x.refuse("other", err)
 	}
+	if mode == epc.None && !x.cap.Node.Supported {
+		return nil, nil // nothing to enforce, nothing to measure
+	}
+	e := x.newEntry(pod, ctr, limit)
 	var adj *api.ContainerAdjustment
 	switch mode {
 	case epc.ViaUnified:
@@ -149,9 +152,6 @@ func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr 
 		}
 	}
 	e.inForce = mode == epc.ViaUnified || mode == epc.ViaWrite
-	if mode == epc.None && !x.cap.Node.Supported {
-		return nil, nil // nothing to enforce, nothing to measure
-	}
 	x.mu.Lock()
 	x.ctrs[ctr.GetId()] = e
 	x.mu.Unlock()
