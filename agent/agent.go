@@ -31,6 +31,9 @@ type Config struct {
 	nri.Connection
 	// Pools is a pool config file or a directory of poolconfig-*.yaml (a mounted ConfigMap).
 	Pools string
+	// PoolsReloadInterval is how often Pools is re-read; a change is taken when no running
+	// container would move (0: never).
+	PoolsReloadInterval time.Duration
 	// NodeName and NodeLabels select the pool config (its nodeSelector).
 	NodeName   string
 	NodeLabels map[string]string
@@ -88,6 +91,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer closeMetrics(srv, log)
 	}
 	a := nri.New(node, store, log, nri.Options{Extensions: exts})
+	if cfg.PoolsReloadInterval > 0 {
+		go watchPools(ctx, cfg, node, a, cfg.PoolsReloadInterval, log)
+	}
 	runErr := a.Run(ctx, cfg.Connection)
 	if err := a.Close(); err != nil {
 		return errors.Join(runErr, fmt.Errorf("shutdown: %w", err))
@@ -111,6 +117,20 @@ func LoadNode(cfg Config, log *slog.Logger) (*plan.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read CPU topology: %w", err)
 	}
+	layout, err := resolvePools(cfg, topo)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range layout.Warnings {
+		log.Warn("pool config", "source", layout.Source, "warning", w)
+	}
+	log.Info("node", "name", cfg.NodeName, "topology", topo.Summary(), "poolConfig", layout.Source,
+		"pools", describe(layout))
+	return plan.NewNode(topo, layout, plan.Policy{}), nil
+}
+
+// resolvePools loads the pool configs and resolves the one for this node.
+func resolvePools(cfg Config, topo *topology.Topology) (*pools.Node, error) {
 	configs, err := pools.Load(cfg.Pools)
 	if err != nil {
 		return nil, err
@@ -130,16 +150,16 @@ func LoadNode(cfg Config, log *slog.Logger) (*plan.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %q: %w", cfg.NodeName, err)
 	}
-	for _, w := range layout.Warnings {
-		log.Warn("pool config", "source", layout.Source, "warning", w)
-	}
+	return layout, nil
+}
+
+// describe is a layout in one line: "default=0,8 exclusive_a=2-3(multiThreaded) ...".
+func describe(layout *pools.Node) string {
 	var desc []string
 	for _, p := range layout.Pools {
 		desc = append(desc, fmt.Sprintf("%s=%s", p.Name, p.CPUs))
 	}
-	log.Info("node", "name", cfg.NodeName, "topology", topo.Summary(), "poolConfig", layout.Source,
-		"pools", strings.Join(desc, " "))
-	return plan.NewNode(topo, layout, plan.Policy{}), nil
+	return strings.Join(desc, " ")
 }
 
 // checkCheckpoint reports records that no longer fit the node. They are not fatal: at

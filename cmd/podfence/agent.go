@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/podfence/podfence/agent"
 	"github.com/podfence/podfence/metrics"
@@ -52,6 +53,7 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.StringVar(&f.cfg.PluginName, "plugin-name", "podfence", "NRI plugin name")
 	fl.StringVar(&f.cfg.PluginIndex, "plugin-index", "10", "NRI plugin index (two digits): the order among plugins")
 	fl.StringVar(&f.cfg.Pools, "pools", "/etc/podfence/pools", "pool config: a poolconfig-*.yaml file or a directory of them (mounted ConfigMap)")
+	fl.DurationVar(&f.cfg.PoolsReloadInterval, "pools-reload-interval", 10*time.Second, "re-read the pool config this often; a change is taken when no running container would move (0: never)")
 	fl.StringVar(&f.cfg.NodeName, "node-name", "", "this node's name (default $NODE_NAME); also the label "+agent.HostnameLabel+" unless given")
 	fl.StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against the pool configs' nodeSelector (repeatable)")
 	fl.StringVar(&f.cfg.CheckpointDir, "checkpoint-dir", "/var/lib/podfence/checkpoint", "directory of allocation records")

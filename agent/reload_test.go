@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/podfence/podfence/plan"
+	"github.com/podfence/podfence/topology"
+)
+
+// fakeReloader records the layouts it is offered and refuses those with exclusive_x.
+type fakeReloader struct {
+	mu     sync.Mutex
+	offers []string
+}
+
+func (f *fakeReloader) Reload(n *plan.Node) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.offers = append(f.offers, describe(n.Pools))
+	if _, ok := n.Pools.Pool("exclusive_x"); ok {
+		return errors.New("a container would move")
+	}
+	return nil
+}
+
+func (f *fakeReloader) count() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.offers) }
+
+// TestWatchPools: a changed config is offered once; an unchanged or broken one is not; a
+// refused one is not offered again until the file changes.
+func TestWatchPools(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "poolconfig-a.yaml")
+	write := func(body string) {
+		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pools:\n  exclusive_a: {cpus: \"2-3\"}\n")
+	topo, err := topology.Synthetic("sockets=1,cores=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Pools: file, NodeName: "n1"}
+	layout, err := resolvePools(cfg, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakeReloader{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		watchPools(ctx, cfg, plan.NewNode(topo, layout, plan.Policy{}), fake, 5*time.Millisecond, slog.New(slog.DiscardHandler))
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	settle := func(want int, what string) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Second)
+		for fake.count() < want && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(30 * time.Millisecond) // several more ticks: no further offers
+		if got := fake.count(); got != want {
+			t.Fatalf("%s: %d reload offers, want %d (%v)", what, got, want, fake.offers)
+		}
+	}
+	settle(0, "unchanged config")
+	write("pools:\n  exclusive_a: {cpus: \"3\"}\n")
+	settle(1, "changed config")
+	write("pools:\n  exclusive_a: {cpus: \"9\"}\n") // CPU 9 is not on this node
+	settle(1, "broken config")
+	write("pools:\n  exclusive_x: {cpus: \"1\"}\n")
+	settle(2, "config the agent refuses")
+	write("pools:\n  exclusive_a: {cpus: \"2\"}\n")
+	settle(3, "next change after a refusal")
+	if fake.offers[0] != "default=0-2 exclusive_a=3" || fake.offers[2] != "default=0-1,3 exclusive_a=2" {
+		t.Errorf("offers %q", fake.offers)
+	}
+}
