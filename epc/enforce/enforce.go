@@ -128,14 +128,12 @@ func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr 
 		return nil, x.refuse("annotation", err)
 	}
 	mode, err := epc.Plan(limit, x.cap.Node, x.policy, ctr.GetLinux().GetResources().GetUnified())
-	var conflict *epc.ConflictError
-	switch {
-	case errors.Is(err, epc.ErrUnsupported):
-		return nil, x.refuse("unsupported", fmt.Errorf("SGX EPC limit %s bytes (annotation %s): %w", limit, key, err))
-	case errors.As(err, &conflict):
-		return nil, x.refuse("conflict", fmt.Errorf("SGX EPC limit %s bytes (annotation %s): %w", limit, key, err))
-	case err != nil:
-		return nil, x.refuse("other", err)
+	if err != nil { // the node lacks support (strict), or misc.max has another owner
+		reason := "conflict"
+		if errors.Is(err, epc.ErrUnsupported) {
+			reason = "unsupported"
+		}
+		return nil, x.refuse(reason, fmt.Errorf("SGX EPC limit %s bytes (annotation %s): %w", limit, key, err))
 	}
 	if mode == epc.None && !x.cap.Node.Supported {
 		return nil, nil // nothing to enforce, nothing to measure
