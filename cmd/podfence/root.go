@@ -15,6 +15,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newPlanCmd())
 	root.AddCommand(newAgentCmd())
 	root.AddCommand(newStartCmd())
+	root.AddCommand(newWebhookCmd())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the version",

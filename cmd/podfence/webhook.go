@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/podfence/podfence/webhook"
+	"github.com/spf13/cobra"
+)
+
+type webhookFlags struct {
+	listen, certFile, keyFile string
+	pools, profiles           string
+	reload                    time.Duration
+	logLevel, logFormat       string
+}
+
+func newWebhookCmd() *cobra.Command {
+	var f webhookFlags
+	cmd := &cobra.Command{
+		Use:   "webhook",
+		Short: "Run the admission webhook: pod pool requests, EPC limits and core-scheduling groups",
+		Long: `webhook serves Kubernetes admission reviews (admission.k8s.io/v1) for pod CREATE over HTTPS:
+POST ` + webhook.PathMutate + ` writes the agent's podfence.io/cpu-pools annotation from the pool resources,
+epc-limit.nri.io/container.<name> from sgx.intel.com/epc limits, and core-scheduling labels
+from --coresched-profiles; POST ` + webhook.PathValidate + ` refuses pods whose pool or EPC resources,
+process pinning annotation or core-scheduling labels are invalid. GET ` + webhook.PathHealthz + ` answers ok.
+
+The certificate, the pool configs and the profiles are read again when they change.
+Every flag can also be set by an environment variable PODFENCE_<FLAG> (e.g. PODFENCE_TLS_CERT).`,
+		Example: `  podfence webhook --tls-cert /etc/podfence/tls/tls.crt --tls-key /etc/podfence/tls/tls.key \
+    --pools /etc/podfence/pools --coresched-profiles /etc/podfence/profiles.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
+			return runWebhook(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", ":8443", "address to serve HTTPS on")
+	fl.StringVar(&f.certFile, "tls-cert", "", "PEM certificate (chain) file, e.g. a mounted Secret's tls.crt (required)")
+	fl.StringVar(&f.keyFile, "tls-key", "", "PEM private key file, e.g. a mounted Secret's tls.key (required)")
+	fl.StringVar(&f.pools, "pools", "", "pool configs (a poolconfig-*.yaml file or a directory of them): refuse pool names none declares; empty: do not check names")
+	fl.StringVar(&f.profiles, "coresched-profiles", "", "core-scheduling profiles (YAML list) that label pods with a group; empty: none")
+	fl.DurationVar(&f.reload, "reload-interval", 10*time.Second, "how often to check the certificate, pool configs and profiles for changes")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
+
+func runWebhook(ctx context.Context, f webhookFlags, logOut io.Writer) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("flag --log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var log *slog.Logger
+	switch f.logFormat {
+	case "text":
+		log = slog.New(slog.NewTextHandler(logOut, opts))
+	case "json":
+		log = slog.New(slog.NewJSONHandler(logOut, opts))
+	default:
+		return fmt.Errorf("flag --log-format %q: want text or json", f.logFormat)
+	}
+	if f.certFile == "" || f.keyFile == "" {
+		return fmt.Errorf("flags --tls-cert and --tls-key are required: the API server calls webhooks over HTTPS only")
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("flag --listen: %w", err)
+	}
+	log.Info("starting", "version", version, "listen", f.listen, "cert", f.certFile, "pools", f.pools,
+		"profiles", f.profiles, "reloadInterval", f.reload)
+	return webhook.Serve(ctx, ln, webhook.Options{
+		CertFile:       f.certFile,
+		KeyFile:        f.keyFile,
+		LoadConfig:     func() (*webhook.Config, error) { return webhook.Load(f.pools, f.profiles) },
+		ReloadInterval: f.reload,
+	}, log)
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWebhookFlagsFromEnv(t *testing.T) {
+	env := map[string]string{"PODFENCE_TLS_CERT": "/tls/tls.crt", "PODFENCE_CORESCHED_PROFILES": "/etc/p.yaml"}
+	cmd := newWebhookCmd()
+	if err := cmd.Flags().Parse([]string{"--listen", ":9443"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := flagsFromEnv(cmd.Flags(), func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{"tls-cert": "/tls/tls.crt", "coresched-profiles": "/etc/p.yaml", "listen": ":9443", "reload-interval": "10s"} {
+		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
+			t.Errorf("--%s %q, want %q", flag, got, want)
+		}
+	}
+}
+
+func TestWebhookRefusesBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		f   webhookFlags
+		err string
+	}{
+		{f: webhookFlags{logLevel: "loud", logFormat: "text"}, err: `flag --log-level "loud": want debug, info, warn or error`},
+		{f: webhookFlags{logLevel: "info", logFormat: "xml"}, err: `flag --log-format "xml": want text or json`},
+		{f: webhookFlags{logLevel: "info", logFormat: "json"}, err: "flags --tls-cert and --tls-key are required: the API server calls webhooks over HTTPS only"},
+	} {
+		if err := runWebhook(t.Context(), tc.f, nil); err == nil || err.Error() != tc.err {
+			t.Errorf("error %v, want %s", err, tc.err)
+		}
+	}
+}
+
+// TestWebhookRuns starts the webhook on a loopback port and stops it.
+func TestWebhookRuns(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	writeTestCert(t, certFile, keyFile)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var log bytes.Buffer
+	err := runWebhook(ctx, webhookFlags{listen: "127.0.0.1:0", certFile: certFile, keyFile: keyFile,
+		reload: time.Second, logLevel: "info", logFormat: "json"}, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), `"msg":"serving"`) {
+		t.Errorf("log without the serving line:\n%s", log.String())
+	}
+}
+
+func writeTestCert(t *testing.T, certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "podfence-webhook"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"localhost"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
