@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,30 +42,39 @@ func statID(path string) fileID {
 // endpoint is one resource's gRPC server on its unix socket, and its registration. Only
 // Plugin.Run uses it.
 type endpoint struct {
-	res     *resource
-	log     *slog.Logger
-	dir     string // device-plugin dir
-	name    string // socket file name in dir: the Endpoint registered with the kubelet
-	srv     *grpc.Server
-	done    chan struct{} // closed when Serve returns
-	sock    fileID        // the socket this server listens on
-	kubelet fileID        // the kubelet socket registered with; zero: not registered
-	lastErr string        // last registration error, logged once
+	cur      atomic.Pointer[resource] // the resource served; a reload may swap it
+	log      *slog.Logger
+	dir      string // device-plugin dir
+	name     string // socket file name in dir: the Endpoint registered with the kubelet
+	srv      *grpc.Server
+	done     chan struct{} // closed when Serve returns
+	sock     fileID        // the socket this server listens on
+	kubelet  fileID        // the kubelet socket registered with; zero: not registered
+	regErr   string        // last registration error, logged once
+	serveErr string        // last serve error, logged once
 }
+
+func newEndpoint(r *resource, dir string, log *slog.Logger) *endpoint {
+	e := &endpoint{log: log.With("resource", r.name), dir: dir, name: socketName(r)}
+	e.cur.Store(r)
+	return e
+}
+
+func socketName(r *resource) string { return "podfence-" + r.pool.Name + ".sock" }
 
 func (e *endpoint) path() string { return e.dir + "/" + e.name }
 
 // serve listens on the socket, replacing a stale one, and serves in the background.
 func (e *endpoint) serve() error {
 	if err := os.Remove(e.path()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove stale socket of %s: %w", e.res.name, err)
+		return fmt.Errorf("remove stale socket of %s: %w", e.cur.Load().name, err)
 	}
 	lis, err := net.Listen("unix", e.path())
 	if err != nil {
-		return fmt.Errorf("serve %s: %w", e.res.name, err)
+		return fmt.Errorf("serve %s: %w", e.cur.Load().name, err)
 	}
 	e.srv = grpc.NewServer()
-	pluginapi.RegisterDevicePluginServer(e.srv, &server{res: e.res, log: e.log})
+	pluginapi.RegisterDevicePluginServer(e.srv, &server{cur: &e.cur, log: e.log})
 	e.done, e.sock, e.kubelet = make(chan struct{}), statID(e.path()), fileID{}
 	go func(srv *grpc.Server, done chan struct{}) {
 		defer close(done)
@@ -97,9 +107,10 @@ func (e *endpoint) alive() bool { return e.srv != nil && statID(e.path()) == e.s
 
 // register registers the resource with the kubelet listening on kubeletSock.
 func (e *endpoint) register(ctx context.Context, kubeletSock string) error {
+	name := e.cur.Load().name
 	conn, err := grpc.NewClient("unix://"+kubeletSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return fmt.Errorf("register %s with the kubelet at %s: %w", e.res.name, kubeletSock, err)
+		return fmt.Errorf("register %s with the kubelet at %s: %w", name, kubeletSock, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
@@ -107,11 +118,11 @@ func (e *endpoint) register(ctx context.Context, kubeletSock string) error {
 	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
 		Version:      pluginapi.Version,
 		Endpoint:     e.name,
-		ResourceName: e.res.name,
+		ResourceName: name,
 		Options:      options(),
 	})
 	if err != nil {
-		return fmt.Errorf("register %s with the kubelet at %s: %w", e.res.name, kubeletSock, err)
+		return fmt.Errorf("register %s with the kubelet at %s: %w", name, kubeletSock, err)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ func FuzzDeviceIDs(f *testing.F) {
 		f.Add(seed, int32(2))
 	}
 	node := testNode(f, testTopo, testPools)
-	res := newResources(node, "podfence.io")
+	res := newResources(node, "podfence.io", node.Topology.Online())
 	f.Fuzz(func(t *testing.T, list string, size int32) {
 		devs := strings.Split(list, ",")
 		for _, r := range res {

@@ -23,16 +23,17 @@
 //
 // Run re-serves and re-registers when the kubelet restarts: it checks the dir every
 // PollInterval for a re-created kubelet.sock or a removed own socket (the kubelet clears
-// the dir when it starts).
+// the dir when it starts). Reload takes a new pool layout: changed pools send their new
+// devices through ListAndWatch, new pools are served and registered, removed pools stop.
 package deviceplugin
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/podfence/podfence/plan"
@@ -64,9 +65,13 @@ type Options struct {
 
 // Plugin serves a node's pools to the kubelet. Create it with New; call Run once.
 type Plugin struct {
-	opts Options
-	log  *slog.Logger
-	res  []*resource
+	opts     Options
+	log      *slog.Logger
+	reloaded chan struct{} // tells Run that res changed; capacity 1
+
+	mu     sync.Mutex
+	res    []*resource   // sorted by name
+	online cpuset.CPUSet // online CPUs (the topology's until SetOnline)
 }
 
 // New prepares one resource per exclusive and shared pool of node.
@@ -88,14 +93,76 @@ func New(node *plan.Node, opts Options, log *slog.Logger) (*Plugin, error) {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
 	}
-	p := &Plugin{opts: opts, log: log, res: newResources(node, opts.Domain)}
-	for _, r := range p.res {
-		if path := filepath.Join(dir, socketName(r)); len(path) > maxSocketPath {
+	p := &Plugin{opts: opts, log: log, reloaded: make(chan struct{}, 1), online: node.Topology.Online()}
+	if p.res, err = p.resources(node); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// resources builds node's resources, reusing the current ones whose devices are the same.
+// The caller holds p.mu (or owns p).
+func (p *Plugin) resources(node *plan.Node) ([]*resource, error) {
+	out := newResources(node, p.opts.Domain, p.online)
+	for i, r := range out {
+		if path := filepath.Join(p.opts.Dir, socketName(r)); len(path) > maxSocketPath {
 			return nil, fmt.Errorf("socket path %s of %s is %d bytes, over the unix socket limit of %d: use a shorter device plugin dir",
 				path, r.name, len(path), maxSocketPath)
 		}
+		for _, old := range p.res {
+			if old.same(r) {
+				out[i] = old
+			}
+		}
 	}
-	return p, nil
+	return out, nil
+}
+
+// Reload advertises the pools of node instead of the current ones (after a pool config
+// change the agent took). It fails only when a new pool's socket path is too long.
+func (p *Plugin) Reload(node *plan.Node) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res, err := p.resources(node)
+	if err != nil {
+		return fmt.Errorf("reload device plugins: %w", err)
+	}
+	p.res = res
+	select {
+	case p.reloaded <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// current returns the resources to advertise.
+func (p *Plugin) current() []*resource {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.res
+}
+
+// Resources returns the advertised resource names, sorted.
+func (p *Plugin) Resources() []string {
+	var names []string
+	for _, r := range p.current() {
+		names = append(names, r.name)
+	}
+	return names
+}
+
+// SetOnline marks the devices of CPUs not in online Unhealthy (and the others Healthy) and
+// sends the change to the kubelet's ListAndWatch streams. Safe to call at any time.
+func (p *Plugin) SetOnline(online cpuset.CPUSet) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.online = online
+	for _, r := range p.res {
+		if r.setOnline(online) {
+			p.log.Info("device health changed", "resource", r.name,
+				"onlineCPUs", online.Intersection(r.pool.CPUs).String(), "offlineCPUs", r.pool.CPUs.Difference(online).String())
+		}
+	}
 }
 
 // SysfsOnline returns an Options.Online that reads the online CPUs from the sysfs tree at
@@ -113,110 +180,4 @@ func SysfsOnline(root string) func() (cpuset.CPUSet, error) {
 		}
 		return cpus, nil
 	}
-}
-
-func socketName(r *resource) string { return "podfence-" + r.pool.Name + ".sock" }
-
-// Resources returns the advertised resource names, sorted.
-func (p *Plugin) Resources() []string {
-	names := make([]string, len(p.res))
-	for i, r := range p.res {
-		names[i] = r.name
-	}
-	return names
-}
-
-// SetOnline marks the devices of CPUs not in online Unhealthy (and the others Healthy) and
-// sends the change to the kubelet's ListAndWatch streams. Safe to call at any time.
-func (p *Plugin) SetOnline(online cpuset.CPUSet) {
-	for _, r := range p.res {
-		if r.setOnline(online) {
-			p.log.Info("device health changed", "resource", r.name,
-				"onlineCPUs", online.Intersection(r.pool.CPUs).String(), "offlineCPUs", r.pool.CPUs.Difference(online).String())
-		}
-	}
-}
-
-// Run serves every resource and keeps it registered with the kubelet until ctx ends, then
-// stops the servers and removes their sockets. It returns an error only when a server
-// cannot start; a missing or failing kubelet is waited for. With no pool to advertise it
-// returns nil at once.
-func (p *Plugin) Run(ctx context.Context) error {
-	if len(p.res) == 0 {
-		p.log.Info("no exclusive or shared pool: nothing to advertise")
-		return nil
-	}
-	eps := make([]*endpoint, len(p.res))
-	defer func() {
-		for _, e := range eps {
-			if e != nil {
-				e.stop()
-			}
-		}
-	}()
-	for i, r := range p.res {
-		eps[i] = &endpoint{res: r, log: p.log.With("resource", r.name), dir: p.opts.Dir, name: socketName(r)}
-		if err := eps[i].serve(); err != nil {
-			return err
-		}
-	}
-	tick := time.NewTicker(p.opts.PollInterval)
-	defer tick.Stop()
-	var onlineErr string
-	for {
-		p.sync(ctx, eps)
-		if p.opts.Online != nil {
-			online, err := p.opts.Online()
-			if err != nil && err.Error() != onlineErr {
-				p.log.Warn("read online CPUs; device health unchanged", "err", err)
-			} else if err == nil {
-				p.SetOnline(online)
-			}
-			onlineErr = errText(err)
-		}
-		select {
-		case <-ctx.Done():
-			p.log.Info("device plugins stopped")
-			return nil
-		case <-tick.C:
-		}
-	}
-}
-
-// sync serves again each endpoint whose socket is gone and registers each endpoint not yet
-// registered with the kubelet socket now in the dir.
-func (p *Plugin) sync(ctx context.Context, eps []*endpoint) {
-	kubeletSock := filepath.Join(p.opts.Dir, KubeletSocket)
-	kubelet := statID(kubeletSock)
-	for _, e := range eps {
-		if !e.alive() {
-			e.log.Info("socket gone (kubelet restart?): serving again", "socket", e.path())
-			e.stop()
-			if err := e.serve(); err != nil {
-				e.log.Error("serve again; retrying", "err", err)
-				continue
-			}
-		}
-		if kubelet == (fileID{}) || e.kubelet == kubelet {
-			continue
-		}
-		err := e.register(ctx, kubeletSock)
-		switch {
-		case err == nil:
-			e.kubelet = kubelet
-			e.log.Info("registered with the kubelet", "kubelet", kubeletSock, "endpoint", e.name)
-		case ctx.Err() != nil:
-			return
-		case err.Error() != e.lastErr:
-			e.log.Warn("registration failed; retrying", "err", err)
-		}
-		e.lastErr = errText(err)
-	}
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

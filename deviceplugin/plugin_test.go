@@ -256,16 +256,6 @@ func TestStop(t *testing.T) {
 	}
 }
 
-func TestNoPools(t *testing.T) {
-	p, err := New(testNode(t, testTopo, "pools: {default: {cpus: 0-15}}"), Options{Dir: shortDir(t)}, testLog(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Run(ctxT(t)); err != nil || len(p.Resources()) != 0 {
-		t.Errorf("Run = %v, resources %v; want nil, none", err, p.Resources())
-	}
-}
-
 func TestNewErrors(t *testing.T) {
 	node := testNode(t, testTopo, testPools)
 	for _, tc := range []struct {

@@ -33,15 +33,15 @@ type resource struct {
 }
 
 // newResources returns a resource for each exclusive and shared pool of node, sorted by pool
-// name; the default pool is not advertised.
-func newResources(node *plan.Node, domain string) []*resource {
+// name, with the online CPUs given; the default pool is not advertised.
+func newResources(node *plan.Node, domain string, online cpuset.CPUSet) []*resource {
 	var out []*resource
 	for _, p := range node.Pools.Pools {
 		if p.Type != state.TypeExclusive && p.Type != state.TypeShared {
 			continue
 		}
 		r := &resource{name: domain + "/" + p.Name, pool: p, exclusive: p.Type == state.TypeExclusive,
-			topo: node.Topology, online: p.CPUs, changed: make(chan struct{})}
+			topo: node.Topology, online: p.CPUs.Intersection(online), changed: make(chan struct{})}
 		if r.exclusive {
 			r.cpus = deviceCPUs(node.Topology, p)
 			r.index = allocate.NewIndex(node.Topology, r.cpus, false)
@@ -120,9 +120,25 @@ func (r *resource) setOnline(online cpuset.CPUSet) bool {
 		return false
 	}
 	r.online = mine
+	r.wakeLocked()
+	return true
+}
+
+// wake makes the ListAndWatch streams send the devices again.
+func (r *resource) wake() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wakeLocked()
+}
+
+func (r *resource) wakeLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
-	return true
+}
+
+// same reports whether o has the same name and devices as r.
+func (r *resource) same(o *resource) bool {
+	return r.name == o.name && r.pool.CPUs.Equals(o.pool.CPUs) && r.pool.HTPolicy == o.pool.HTPolicy
 }
 
 func (r *resource) sharedID(n int) string { return r.pool.Name + "-" + strconv.Itoa(n) }

@@ -3,6 +3,7 @@ package deviceplugin
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -10,10 +11,11 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
-// server is the DevicePlugin service of one resource.
+// server is the DevicePlugin service of one resource. A pool config reload may swap the
+// resource for one with other devices; ListAndWatch streams then send the new ones.
 type server struct {
 	pluginapi.UnimplementedDevicePluginServer
-	res *resource
+	cur *atomic.Pointer[resource]
 	log *slog.Logger // with the resource name
 }
 
@@ -32,9 +34,10 @@ func (s *server) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*plu
 // kubelet hangs up or the server stops.
 func (s *server) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
 	for {
-		devs, changed := s.res.devices()
+		res := s.cur.Load()
+		devs, changed := res.devices()
 		if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
-			return status.Errorf(codes.Unavailable, "send the devices of %s: %v", s.res.name, err)
+			return status.Errorf(codes.Unavailable, "send the devices of %s: %v", res.name, err)
 		}
 		s.log.Debug("devices sent", "devices", len(devs))
 		select {
@@ -47,12 +50,12 @@ func (s *server) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingSer
 
 // GetPreferredAllocation answers each container request with the allocator's choice.
 func (s *server) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
-	resp := &pluginapi.PreferredAllocationResponse{}
+	res, resp := s.cur.Load(), &pluginapi.PreferredAllocationResponse{}
 	for i, c := range req.ContainerRequests {
-		ids, err := s.res.preferred(c)
+		ids, err := res.preferred(c)
 		if err != nil {
 			s.log.Warn("preferred allocation refused", "container", i, "err", err)
-			return nil, status.Errorf(codes.InvalidArgument, "preferred allocation of %s, container request %d: %v", s.res.name, i, err)
+			return nil, status.Errorf(codes.InvalidArgument, "preferred allocation of %s, container request %d: %v", res.name, i, err)
 		}
 		s.log.Debug("preferred allocation", "container", i, "size", c.AllocationSize, "mustInclude", c.MustIncludeDeviceIDs, "devices", ids)
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
@@ -63,12 +66,12 @@ func (s *server) GetPreferredAllocation(_ context.Context, req *pluginapi.Prefer
 // Allocate tells each container its CPUs: env, and for exclusive pools the annotation the
 // NRI agent takes as the container's exact CPUs.
 func (s *server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
-	resp := &pluginapi.AllocateResponse{}
+	res, resp := s.cur.Load(), &pluginapi.AllocateResponse{}
 	for i, c := range req.ContainerRequests {
-		r, err := s.res.allocate(c.DevicesIds)
+		r, err := res.allocate(c.DevicesIds)
 		if err != nil {
 			s.log.Warn("allocation refused", "container", i, "err", err)
-			return nil, status.Errorf(codes.InvalidArgument, "allocate %s, container request %d: %v", s.res.name, i, err)
+			return nil, status.Errorf(codes.InvalidArgument, "allocate %s, container request %d: %v", res.name, i, err)
 		}
 		s.log.Info("allocated", "container", i, "devices", len(c.DevicesIds), "env", r.Envs, "annotations", r.Annotations)
 		resp.ContainerResponses = append(resp.ContainerResponses, r)
