@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/podfence/podfence/checkpoint"
+	"github.com/podfence/podfence/deviceplugin"
 	"github.com/podfence/podfence/epc"
 	"github.com/podfence/podfence/epc/enforce"
 	"github.com/podfence/podfence/metrics"
@@ -54,6 +56,10 @@ type Config struct {
 	Registry *prometheus.Registry
 	// MetricsAddress, if set, serves /metrics and /healthz (package metrics).
 	MetricsAddress string
+	// DevicePluginDir, if set, is the kubelet's device-plugin directory: each exclusive and
+	// shared pool is advertised there as ResourceDomain/<pool> (package deviceplugin).
+	DevicePluginDir string
+	ResourceDomain  string
 }
 
 // Run serves the runtime until ctx ends, then flushes the checkpoint.
@@ -91,10 +97,39 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer closeMetrics(srv, log)
 	}
 	a := nri.New(node, store, log, nri.Options{Extensions: exts})
+	var reloaders []reloader = []reloader{a}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	dpDone := make(chan error, 1)
+	if _, err := os.Stat(cfg.DevicePluginDir); cfg.DevicePluginDir != "" && err != nil {
+		log.Warn("no kubelet device-plugin directory: pools are not advertised to the kubelet", "err", err)
+		cfg.DevicePluginDir = ""
+	}
+	if cfg.DevicePluginDir != "" {
+		dp, err := deviceplugin.New(node, deviceplugin.Options{Dir: cfg.DevicePluginDir, Domain: cfg.ResourceDomain,
+			Online: deviceplugin.SysfsOnline(cfg.Sysfs)}, log.With("component", "deviceplugin"))
+		if err != nil {
+			return fmt.Errorf("device plugin: %w", err)
+		}
+		reloaders = append(reloaders, dp)
+		go func() {
+			err := dp.Run(ctx)
+			if err != nil {
+				cancel()
+			}
+			dpDone <- err
+		}()
+	} else {
+		dpDone <- nil
+	}
 	if cfg.PoolsReloadInterval > 0 {
-		go watchPools(ctx, cfg, node, a, cfg.PoolsReloadInterval, log)
+		go watchPools(ctx, cfg, node, reloaders, cfg.PoolsReloadInterval, log)
 	}
 	runErr := a.Run(ctx, cfg.Connection)
+	cancel()
+	if err := <-dpDone; err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("device plugin: %w", err))
+	}
 	if err := a.Close(); err != nil {
 		return errors.Join(runErr, fmt.Errorf("shutdown: %w", err))
 	}

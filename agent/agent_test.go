@@ -69,6 +69,10 @@ func TestLoadNodeSelectsByNodeName(t *testing.T) {
 
 func TestRunServesTheRuntime(t *testing.T) {
 	cfg := config(t)
+	cfg.DevicePluginDir = filepath.Join(filepath.Dir(cfg.Socket), "dp")
+	if err := os.Mkdir(cfg.DevicePluginDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	synced := make(chan struct{}, 2) // at start-up (no plugins yet), then for the agent
 	rt, err := adaptation.New("test-runtime", "1", func(ctx context.Context, cb adaptation.SyncCB) error {
 		_, err := cb(ctx, nil, nil)
@@ -95,6 +99,9 @@ func TestRunServesTheRuntime(t *testing.T) {
 		}
 	}
 	rt.BlockPluginSync().Unblock()
+	for _, sock := range []string{"podfence-exclusive_a.sock", "podfence-shared_s.sock"} {
+		waitFile(t, filepath.Join(cfg.DevicePluginDir, sock), true)
+	}
 
 	pod := &api.PodSandbox{Id: "p1", Uid: "uid1", Name: "p", Namespace: "ns",
 		Annotations: map[string]string{nri.AnnotationCPUPools: `{"app": {"exclusive_a": 2}}`}}
@@ -110,6 +117,7 @@ func TestRunServesTheRuntime(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	waitFile(t, filepath.Join(cfg.DevicePluginDir, "podfence-exclusive_a.sock"), false)
 	store, err := checkpoint.Open(cfg.CheckpointDir)
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +125,17 @@ func TestRunServesTheRuntime(t *testing.T) {
 	if recs, err := store.Load(); err != nil || len(recs) != 1 || recs[0].CPUs.String() != "2,50" {
 		t.Errorf("checkpoint after shutdown: %v, %v; want the container's record", recs, err)
 	}
+}
+
+// waitFile waits until path exists (or, with exists false, is gone).
+func waitFile(t *testing.T, path string, exists bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); (err == nil) == exists {
+			return
+		}
+	}
+	t.Fatalf("%s: exists=%v never came", path, exists)
 }
 
 func TestMain(m *testing.M) {

@@ -16,9 +16,10 @@ type reloader interface {
 }
 
 // watchPools re-reads the pool config every interval (a mounted ConfigMap changes in place)
-// and hands a changed layout to the agent, which takes it only if no running container
-// would have to move. Each outcome is logged once per distinct config.
-func watchPools(ctx context.Context, cfg Config, cur *plan.Node, a reloader, interval time.Duration, log *slog.Logger) {
+// and hands a changed layout to the NRI agent, which takes it only if no running container
+// would have to move, then to the others (the device plugin). Each outcome is logged once
+// per distinct config.
+func watchPools(ctx context.Context, cfg Config, cur *plan.Node, rs []reloader, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	seen := layoutKey(cur.Pools)
@@ -44,9 +45,14 @@ func watchPools(ctx context.Context, cfg Config, cur *plan.Node, a reloader, int
 			continue
 		}
 		node := plan.NewNode(cur.Topology, layout, cur.Policy)
-		if err := a.Reload(node); err != nil {
+		if err := rs[0].Reload(node); err != nil {
 			log.Error("pool config change refused", "err", err)
 			continue
+		}
+		for _, r := range rs[1:] {
+			if err := r.Reload(node); err != nil {
+				log.Error("pool config reload", "err", err)
+			}
 		}
 		cur = node
 		log.Info("pool config reloaded", "poolConfig", layout.Source, "pools", describe(layout))

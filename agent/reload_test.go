@@ -56,7 +56,7 @@ func TestWatchPools(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		watchPools(ctx, cfg, plan.NewNode(topo, layout, plan.Policy{}), fake, 5*time.Millisecond, slog.New(slog.DiscardHandler))
+		watchPools(ctx, cfg, plan.NewNode(topo, layout, plan.Policy{}), []reloader{fake}, 5*time.Millisecond, slog.New(slog.DiscardHandler))
 		close(done)
 	}()
 	defer func() { cancel(); <-done }()

@@ -53,6 +53,10 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.StringVar(&f.cfg.PluginName, "plugin-name", "podfence", "NRI plugin name")
 	fl.StringVar(&f.cfg.PluginIndex, "plugin-index", "10", "NRI plugin index (two digits): the order among plugins")
 	fl.StringVar(&f.cfg.Pools, "pools", "/etc/podfence/pools", "pool config: a poolconfig-*.yaml file or a directory of them (mounted ConfigMap)")
+	fl.StringVar(&f.cfg.DevicePluginDir, "device-plugin-dir", "/var/lib/kubelet/device-plugins",
+		`kubelet device-plugin directory where the pools are advertised as extended resources ("" disables the device plugin)`)
+	fl.StringVar(&f.cfg.ResourceDomain, "resource-domain", "podfence.io",
+		"domain of the advertised pool resources: podfence.io, or nokia.k8s.io for CPU-Pooler workloads")
 	fl.DurationVar(&f.cfg.PoolsReloadInterval, "pools-reload-interval", 10*time.Second, "re-read the pool config this often; a change is taken when no running container would move (0: never)")
 	fl.StringVar(&f.cfg.NodeName, "node-name", "", "this node's name (default $NODE_NAME); also the label "+agent.HostnameLabel+" unless given")
 	fl.StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against the pool configs' nodeSelector (repeatable)")
