@@ -10,14 +10,15 @@
 //     Amounts count devices: whole CPUs for an exclusive pool, millicpu for the shared pool.
 //     The annotation is removed when no container asks for a pool.
 //   - epc-limit.nri.io/container.<name>: the decimal byte count of the container's
-//     sgx.intel.com/epc limit.
+//     sgx.intel.com/epc limit (package epc reads it on the node).
 //   - the core-scheduling labels podfence.io/core-sched-group and -policy from the first
 //     Profile that matches a pod carrying neither podfence's nor Koordinator's labels.
 //
 // Applying the patch and mutating again gives no patch, so reinvocation is harmless.
 //
-// Validate refuses a pod whose pool or EPC resources break the rules (see poolRequests),
-// whose annotations do not match its resources, whose process pinning annotation
+// Validate refuses a pod whose pool or EPC resources break the rules (see poolRequests and
+// epcLimits), whose annotations do not match its resources or cannot be read by the agent,
+// whose process pinning annotation
 // (podfence.io/cpus, nokia.k8s.io/cpus) names unknown containers, pools the container does
 // not request or more CPUs than it requests, or whose core-scheduling labels are invalid.
 // It wraps nothing: the agent does that at container creation.

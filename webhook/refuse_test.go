@@ -57,7 +57,9 @@ func TestRefusals(t *testing.T) {
 			msg: `container "app": resource podfence.io/exclusive_dp=1500m: ` + whole + "\n" + `container "b": resource podfence.io/shared_caas=1m: ` + milli},
 		// EPC resources.
 		{name: "EPC: a fraction of a byte", pod: testPod("s", "init", ctr("app", "sgx.intel.com/epc=1500m")),
-			msg: `init container "app": resource sgx.intel.com/epc=1500m: want a whole number of bytes, 0 or more, such as 64Mi`},
+			msg: `init container "app": resource sgx.intel.com/epc=1500m: want a whole number of bytes above 0, such as 64Mi (the agent reads 0 as no limit)`},
+		{name: "EPC: zero", pod: testPod("s", ctr("app", "sgx.intel.com/epc=0")),
+			msg: `container "app": resource sgx.intel.com/epc=0: want a whole number of bytes above 0, such as 64Mi (the agent reads 0 as no limit)`},
 		{name: "EPC: requests differ from limits", pod: testPod("s", ctr("app", "sgx.intel.com/epc=2Mi", "req sgx.intel.com/epc=1Mi")),
 			msg: `container "app": resource sgx.intel.com/epc=2Mi: requests 1Mi differ from limits 2Mi: want requests equal to limits`},
 		{name: "EPC: requests without limits", pod: testPod("s", ctr("app", "req sgx.intel.com/epc=1Mi")),
@@ -77,7 +79,11 @@ func TestRefusals(t *testing.T) {
 		{name: "EPC annotation missing", mutateOK: true, pod: testPod("s", ctr("app", "sgx.intel.com/epc=1Ki")),
 			msg: `annotation epc-limit.nri.io/container.app is missing, but container "app" has sgx.intel.com/epc=1024: ` + mutated},
 		{name: "EPC annotation differs", mutateOK: true, pod: testPod("s", "annotation:epc-limit.nri.io/container.app=1k", ctr("app", "sgx.intel.com/epc=1Ki")),
-			msg: `annotation epc-limit.nri.io/container.app="1k" differs from the sgx.intel.com/epc limit of container "app" (1024 bytes): ` + mutated},
+			msg: `annotation epc-limit.nri.io/container.app="1k": differs from the sgx.intel.com/epc limit of container "app" (1024 bytes): ` + mutated},
+		{name: "EPC annotations the agent cannot read", mutateOK: true,
+			pod: testPod("s", "annotation:epc-limit.nri.io/pod=lots", "annotation:epc-limit.nri.io=1Mi", "annotation:epc-limit.nri.io/container.side=-1", ctr("app"), ctr("side")),
+			msg: `annotation epc-limit.nri.io/pod="lots": not a number of bytes: want a whole number of bytes, decimal ("1048576") or a Kubernetes quantity ("1Mi", "64M"); 0 means no limit` + "\n" +
+				`annotation epc-limit.nri.io/container.side="-1": negative: want a whole number of bytes, decimal ("1048576") or a Kubernetes quantity ("1Mi", "64M"); 0 means no limit`},
 		// Process pinning.
 		{name: "pinning: valid", mutateOK: true, pod: pinned("podfence.io/cpus", `[{"container":"app","processes":[{"process":"/bin/dp","pool":"exclusive_dp","cpus":1},{"process":"","pool":"shared_caas","cpus":500}]}]`)},
 		{name: "pinning: schema", mutateOK: true, pod: pinned("podfence.io/cpus", `[{"container":"app"}]`),
@@ -126,5 +132,15 @@ func TestRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestValidateBoundsQuantities: Validate never hands the agent's parsers a quantity they
+// cannot parse in bounded time (over HTTP the body check refuses it first).
+func TestValidateBoundsQuantities(t *testing.T) {
+	pod := testPod("s", "annotation:epc-limit.nri.io= 1e-999999999", ctr("app"))
+	want := `annotation epc-limit.nri.io=" 1e-999999999": not a number of bytes the agent can parse in bounded time`
+	if err := Validate(pod, nil); err == nil || err.Error() != want {
+		t.Errorf("error %v\nwant  %s", err, want)
 	}
 }

@@ -22,18 +22,10 @@ func Validate(pod *corev1.Pod, cfg *Config) error {
 		errs = append(errs, checkCPUPools(pod.Annotations, reqs))
 		errs = append(errs, checkPinning(pod.Annotations, reqs)...)
 	}
-	epc, err := epcLimits(pod)
+	epcWant, err := epcLimits(pod)
 	errs = append(errs, err)
-	for _, c := range containers(pod) {
-		key := EPCAnnotation(c.Name)
-		want, ok := epc[key]
-		got, has := pod.Annotations[key]
-		switch {
-		case ok && !has:
-			errs = append(errs, fmt.Errorf("annotation %s is missing, but container %q has %s=%s: %s", key, c.Name, ResourceEPC, want, fromMutation))
-		case ok && got != want:
-			errs = append(errs, fmt.Errorf("annotation %s=%q differs from the %s limit of container %q (%s bytes): %s", key, got, ResourceEPC, c.Name, want, fromMutation))
-		}
+	if err == nil {
+		errs = append(errs, checkEPC(pod, epcWant)...)
 	}
 	_, err = coresched.GroupFor(coresched.ByNamespace, coresched.Pod{UID: string(pod.UID), Namespace: pod.Namespace, Labels: pod.Labels})
 	errs = append(errs, err)
