@@ -90,3 +90,13 @@ func ids(ms []member) []string {
 	}
 	return out
 }
+
+func TestReadCookies(t *testing.T) {
+	n := newFakeNode(t)
+	n.spawn("/a", 110, 111)
+	n.setCookie(7, 111)
+	got := ReadCookies(n, n.proc, []int{110, 999})
+	if len(got) != 3 || got[0].Cookie != 0 || got[1].Tid != 111 || got[1].Cookie != 7 || got[2].Err == nil {
+		t.Errorf("ReadCookies = %+v", got)
+	}
+}

@@ -55,6 +55,19 @@ func ParseDefaultGroup(s string) (DefaultGroup, error) {
 	return "", fmt.Errorf("defaultGroup %q: want namespace, pod or none", s)
 }
 
+// String, Set and Type make *DefaultGroup a command-line flag value (pflag.Value).
+func (d DefaultGroup) String() string { return string(d) }
+
+func (d *DefaultGroup) Set(s string) error {
+	v, err := ParseDefaultGroup(s)
+	if err == nil {
+		*d = v
+	}
+	return err
+}
+
+func (*DefaultGroup) Type() string { return "namespace|pod|none" }
+
 // Group is a set of pods that share one cookie. The zero Group is "no cookie" (cookie 0).
 // Groups are values: compare them with ==.
 type Group struct {

@@ -22,28 +22,6 @@ type Kernel interface {
 
 var _ Kernel = kernel.Prctl{}
 
-// Policy says what happens to a pod that explicitly asks for a group (or exclusive) on a
-// node that cannot give it a cookie.
-type Policy string
-
-const (
-	// Strict refuses the pod's containers at CreateContainer with the reason.
-	Strict Policy = "strict"
-	// BestEffort runs them without a cookie and reports it (log, metrics).
-	BestEffort Policy = "best-effort"
-)
-
-// ParsePolicy checks a policy setting; "" is Strict.
-func ParsePolicy(s string) (Policy, error) {
-	switch p := Policy(s); p {
-	case Strict, BestEffort:
-		return p, nil
-	case "":
-		return Strict, nil
-	}
-	return "", fmt.Errorf("core scheduling policy %q: want strict or best-effort", s)
-}
-
 // Config is the node's core-scheduling setup.
 type Config struct {
 	// Disabled turns core scheduling off: no kernel calls, and explicit requests are
@@ -104,13 +82,13 @@ func New(cfg Config, k Kernel, reg prometheus.Registerer, log *slog.Logger) (*Ma
 	if err != nil {
 		return nil, fmt.Errorf("core scheduling metrics: %w", err)
 	}
-	cg, err := detectCgroups(cfg.CgroupRoot)
-	if err != nil {
-		return nil, fmt.Errorf("core scheduling: %w", err)
-	}
+	cg, cgErr := detectCgroups(cfg.CgroupRoot)
 	m := &Manager{cfg: cfg, k: counted{Kernel: k, ops: met.ops}, log: log, met: met,
 		proc: procFS{root: cfg.ProcRoot}, cg: cg, self: os.Getpid(), book: newBook()}
-	err = m.check()
+	err = cgErr
+	if err == nil {
+		err = m.check()
+	}
 	m.setUnusable(err)
 	if err != nil {
 		log.Warn("core scheduling unavailable: containers run without cookies", "reason", err,
