@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/podfence/podfence/checkpoint"
+	"github.com/podfence/podfence/coresched"
 	"github.com/podfence/podfence/deviceplugin"
 	"github.com/podfence/podfence/epc"
 	"github.com/podfence/podfence/epc/enforce"
@@ -60,6 +61,10 @@ type Config struct {
 	// shared pool is advertised there as ResourceDomain/<pool> (package deviceplugin).
 	DevicePluginDir string
 	ResourceDomain  string
+
+	// CoreSched is SMT core scheduling (package coresched): cookies per pod group. Its
+	// CgroupRoot defaults to CgroupRoot's.
+	CoreSched coresched.Config
 }
 
 // Run serves the runtime until ctx ends, then flushes the checkpoint.
@@ -88,6 +93,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		exts = append(exts, x)
 	}
+	// SMT core scheduling (package coresched; see coresched.go).
+	cs, err := coreSched(ctx, cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	exts = append(exts, cs)
+
 	exts = append(exts, cfg.Extensions...)
 	if cfg.MetricsAddress != "" {
 		srv, err := metrics.Listen(cfg.MetricsAddress, reg, log)

@@ -18,9 +18,10 @@ import (
 )
 
 type agentFlags struct {
-	cfg      agent.Config
-	labels   []string
-	logLevel string
+	cfg       agent.Config
+	labels    []string
+	logLevel  string
+	coreSched bool // --coresched; false sets cfg.CoreSched.Disabled
 }
 
 func newAgentCmd() *cobra.Command {
@@ -67,6 +68,7 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.Var(&f.cfg.EPCPolicy, "epc-policy", "an SGX EPC limit the kernel cannot enforce: strict refuses the container, best-effort runs it uncapped and reports it")
 	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress, "address serving /metrics and /healthz (empty: none)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	addCoreSchedFlags(fl, &f) // SMT core scheduling (coresched.go)
 	return cmd
 }
 
@@ -81,6 +83,7 @@ func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 		return err
 	}
 	f.cfg.NodeLabels = labels
+	f.cfg.CoreSched.Disabled = !f.coreSched
 	if f.cfg.NodeName == "" {
 		f.cfg.NodeName = os.Getenv("NODE_NAME")
 	}

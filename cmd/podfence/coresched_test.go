@@ -1,0 +1,70 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/podfence/podfence/coresched"
+	"github.com/spf13/pflag"
+)
+
+func TestPidsOf(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("10\n11\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pidsOf([]string{"7"}, dir); err != nil || !slices.Equal(got, []int{7, 10, 11}) {
+		t.Errorf("pidsOf = %v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		dir  string
+		err  string
+	}{
+		{args: []string{"x"}, err: `PID "x": want a positive number`},
+		{err: "no process: give PIDs or --cgroup"},
+		{dir: filepath.Join(dir, "gone"), err: "flag --cgroup: open "},
+	} {
+		if _, err := pidsOf(tc.args, tc.dir); err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+			t.Errorf("pidsOf(%q, %q) = %v, want %q", tc.args, tc.dir, err, tc.err)
+		}
+	}
+}
+
+// TestCoreSchedGet runs the command on this process: the host may lack core scheduling, in
+// which case every thread reports the kernel's error.
+func TestCoreSchedGet(t *testing.T) {
+	cmd := newCoreSchedCmd()
+	var out strings.Builder
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"get", "1"})
+	err := cmd.Execute()
+	if !strings.HasPrefix(out.String(), "PID  TID  COOKIE\n1    1    ") {
+		t.Errorf("output %q (err %v)", out.String(), err)
+	}
+}
+
+func TestCoreSchedFlags(t *testing.T) {
+	var f agentFlags
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	addCoreSchedFlags(fs, &f)
+	env := map[string]string{"PODFENCE_CORESCHED_POLICY": "best-effort"}
+	err := fs.Parse([]string{"--coresched=false", "--coresched-default-group", "pod", "--proc", "/host/proc"})
+	if err == nil {
+		err = flagsFromEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	}
+	c := f.cfg.CoreSched
+	if err != nil || f.coreSched || c.DefaultGroup != coresched.ByPod || c.Policy != coresched.BestEffort ||
+		c.ProcRoot != "/host/proc" || c.ReconcileEvery != 10*time.Second {
+		t.Errorf("flags: %+v, on=%v, err %v", c, f.coreSched, err)
+	}
+	if err := fs.Parse([]string{"--coresched-policy", "lax"}); err == nil || !strings.Contains(err.Error(), "want strict or best-effort") {
+		t.Errorf("bad policy: %v", err)
+	}
+}
