@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/podfence/podfence/quantity"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -93,7 +94,7 @@ func ParseLimit(text string) (Limit, error) {
 	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
 		return Bytes(n), nil
 	}
-	q, err := resource.ParseQuantity(s)
+	q, err := quantity.Parse(s)
 	if err != nil || !strings.ContainsAny(s, "0123456789") { // ParseQuantity takes "Mi" for 0
 
 		return Limit{}, fmt.Errorf("not a number of bytes: %s", wantLimit)

@@ -30,6 +30,7 @@ func TestParseLimit(t *testing.T) {
 		{name: "empty", text: "", wantErr: "empty value"},
 		{name: "blank", text: "  ", wantErr: "empty value"},
 		{name: "word", text: "lots", wantErr: "not a number of bytes"},
+		{name: "exponent too costly to parse", text: "1e-999999999", wantErr: "not a number of bytes"},
 		{name: "negative", text: "-1", wantErr: "negative"},
 		{name: "negative quantity", text: "-1Mi", wantErr: "negative"},
 		{name: "milli", text: "100m", wantErr: "not a whole number of bytes"},

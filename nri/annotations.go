@@ -10,6 +10,7 @@ import (
 
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/pools"
+	"github.com/podfence/podfence/quantity"
 	"github.com/podfence/podfence/topology"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/cpuset"
@@ -150,7 +151,7 @@ func parseAmount(raw json.RawMessage) (resource.Quantity, error) {
 	} else if text == "" || text[0] != '-' && (text[0] < '0' || text[0] > '9') {
 		return resource.Quantity{}, fmt.Errorf("amount %s is neither a number nor a quantity string", raw)
 	}
-	q, err := resource.ParseQuantity(text)
+	q, err := quantity.Parse(text)
 	if err != nil {
 		return resource.Quantity{}, fmt.Errorf("amount %q is not a quantity: %w", text, err)
 	}

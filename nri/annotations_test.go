@@ -37,6 +37,7 @@ func TestParseCPUPools(t *testing.T) {
 		{name: "negative string", value: `{"a": {"shared_y": "-5"}}`, wantErr: `amount "-5" must be above 0`},
 		{name: "boolean", value: `{"a": {"shared_y": true}}`, wantErr: `amount true is neither a number nor a quantity string`},
 		{name: "bad quantity", value: `{"a": {"shared_y": "lots"}}`, wantErr: `amount "lots" is not a quantity`},
+		{name: "quantity too costly to parse (hangs resource.ParseQuantity)", value: `{"a": {"shared_y": "1e-999999999"}}`, wantErr: `amount "1e-999999999" is not a quantity: quantity "1e-999999999" has an exponent of more than 3 digits`},
 		{name: "foreign domain", value: `{"a": {"example.com/x": 1}}`, wantErr: `pool "example.com/x" is not a pool name`},
 		{name: "bad pool name", value: `{"a": {"-x": 1}}`, wantErr: `pool "-x" is not a pool name`},
 		{name: "same pool twice", value: `{"a": {"exclusive_x": 1, "podfence.io/exclusive_x": 1}}`, wantErr: `pool "exclusive_x" is named twice`},

@@ -3,6 +3,8 @@ package webhook
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/podfence/podfence/quantity"
 )
 
 // Bounds on JSON strings that read as quantities. Decoding a pod parses every resource
@@ -42,35 +44,7 @@ func checkQuantities(body []byte) error {
 	}
 }
 
-// costlyQuantity reports whether s, less surrounding spaces, is a number
-// ([+-]digits-and-dots, then an optional e/E exponent) over the bounds.
+// costlyQuantity applies the bounds above (quantity.Costly).
 func costlyQuantity(s []byte) bool {
-	s = bytes.TrimSpace(s)
-	if len(s) > 0 && (s[0] == '+' || s[0] == '-') {
-		s = s[1:]
-	}
-	mantissa := 0
-	for mantissa < len(s) && (s[mantissa] >= '0' && s[mantissa] <= '9' || s[mantissa] == '.') {
-		mantissa++
-	}
-	if mantissa == 0 {
-		return false
-	}
-	if mantissa > maxQuantityLen {
-		return true
-	}
-	exp := s[mantissa:]
-	if len(exp) == 0 || exp[0] != 'e' && exp[0] != 'E' {
-		return false
-	}
-	exp = exp[1:]
-	if len(exp) > 0 && (exp[0] == '+' || exp[0] == '-') {
-		exp = exp[1:]
-	}
-	exp = bytes.TrimLeft(exp, "0")
-	digits := 0
-	for digits < len(exp) && exp[digits] >= '0' && exp[digits] <= '9' {
-		digits++
-	}
-	return digits > maxQuantityExpDigit
+	return quantity.Costly(s, maxQuantityLen, maxQuantityExpDigit)
 }
