@@ -39,10 +39,11 @@ e2e:
 	bash e2e/run.sh
 
 # Real-kernel tests: each package's tests run as init of a small SMT kernel under QEMU
-# (core scheduling, cgroup v2, misc). The kernel is built once and cached.
-QEMU_PKGS ?= ./coresched/kernel
+# (core scheduling, cgroup v2, misc). The kernel is built once and cached. An entry
+# PKG:REGEXP runs only the tests matching REGEXP there.
+QEMU_PKGS ?= ./coresched/kernel ./epc/enforce:TestProbeInQEMUGuest
 qemu:
-	@for p in $(QEMU_PKGS); do bash hack/qemu/run-go-test.sh $$p || exit 1; done
+	@for e in $(QEMU_PKGS); do p=$${e%%:*}; r=$${e#$$p}; bash hack/qemu/run-go-test.sh $$p $${r#:} || exit 1; done
 
 clean:
 	rm -rf bin
