@@ -192,11 +192,10 @@ func has(list []byte, word string) bool {
 // hierarchy, then the directories of created (as Create returned them) innermost first,
 // leaving any still in use. It returns how many processes it moved.
 func (c *Cgroup) Remove(created []string) (int, error) {
-	moved := 0
+	moved := map[string]bool{}
 	var errs []error
 	for _, h := range c.hierarchies() {
-		n, err := c.evacuate(h[0], h[1])
-		moved += n
+		err := c.evacuate(h[0], h[1], moved)
 		if err == nil {
 			err = c.rmdir(h[1])
 		}
@@ -209,21 +208,20 @@ func (c *Cgroup) Remove(created []string) (int, error) {
 			break // still in use, as are its parents
 		}
 	}
-	return moved, errors.Join(errs...)
+	return len(moved), errors.Join(errs...)
 }
 
 // evacuate moves the processes of dir to its parent, or to the root of controller's
-// hierarchy.
-func (c *Cgroup) evacuate(controller, dir string) (int, error) {
+// hierarchy, adding them to moved.
+func (c *Cgroup) evacuate(controller, dir string, moved map[string]bool) error {
 	b, err := c.fs.Read(dir, "cgroup.procs")
 	if cgroups.Gone(err) {
-		return 0, nil
+		return nil
 	}
 	if err != nil {
-		return 0, err
+		return err
 	}
 	root, _ := c.layout.Dir(controller, "/")
-	n := 0
 	for _, pid := range strings.Fields(string(b)) {
 		err := c.fs.Write(filepath.Dir(dir), "cgroup.procs", pid)
 		if err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -231,12 +229,12 @@ func (c *Cgroup) evacuate(controller, dir string) (int, error) {
 		}
 		switch {
 		case err == nil:
-			n++
+			moved[pid] = true
 		case !errors.Is(err, syscall.ESRCH):
-			return n, fmt.Errorf("move process %s out of %s: %w", pid, dir, err)
+			return fmt.Errorf("move process %s out of %s: %w", pid, dir, err)
 		}
 	}
-	return n, nil
+	return nil
 }
 
 // rmdir removes dir, retrying while the kernel still counts exiting tasks (EBUSY).

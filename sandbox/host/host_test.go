@@ -11,16 +11,17 @@ import (
 	"github.com/podfence/podfence/cgroups"
 	"github.com/podfence/podfence/sandbox"
 	"github.com/podfence/podfence/sandbox/host"
+	"github.com/podfence/podfence/sandbox/host/hosttest"
 	"k8s.io/utils/cpuset"
 )
 
 const mi = 1 << 20
 
 // setup makes the fake node's pod cgroup and opens the sandbox cgroup in it.
-func setup(t *testing.T, layout, podPath string) (*fakeNode, *host.Cgroup) {
-	n := newFakeNode(t, layout)
-	n.podCgroup(podPath)
-	cg, err := host.Open(n, n.layout, filepath.Join(podPath, host.Name(sandboxID)))
+func setup(t *testing.T, layout, podPath string) (*hosttest.Node, *host.Cgroup) {
+	n := hosttest.New(t, layout)
+	n.PodCgroup(podPath)
+	cg, err := host.Open(n, n.Layout, filepath.Join(podPath, host.Name(sandboxID)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +29,8 @@ func setup(t *testing.T, layout, podPath string) (*fakeNode, *host.Cgroup) {
 }
 
 // file returns the interface file of the sandbox cgroup in hierarchy h.
-func file(n *fakeNode, cg *host.Cgroup, h, name string) string {
-	return n.read(filepath.Join(h, cg.Path(), name))
+func file(n *hosttest.Node, cg *host.Cgroup, h, name string) string {
+	return n.ReadFile(filepath.Join(h, cg.Path(), name))
 }
 
 // TestLifecycle: create, limit, place a shim and a hypervisor with every thread (not the
@@ -43,9 +44,9 @@ func TestLifecycle(t *testing.T) {
 	} {
 		t.Run(tc.layout+tc.pod, func(t *testing.T) {
 			n, cg := setup(t, tc.layout, tc.pod)
-			n.spawn(100, 1, "containerd-shim", 3, "/")
-			n.spawn(200, 100, "qemu-system-x86", 5, "/")
-			n.spawn(300, 100, "sleep", 1, tc.pod+"/ctr")
+			n.Spawn(100, 1, "containerd-shim", 3, "/")
+			n.Spawn(200, 100, "qemu-system-x86", 5, "/")
+			n.Spawn(300, 100, "sleep", 1, tc.pod+"/ctr")
 
 			created, err := cg.Create()
 			if err != nil {
@@ -72,7 +73,7 @@ func TestLifecycle(t *testing.T) {
 			}
 			checkFiles(t, n, cg, want)
 
-			table, err := host.ReadProcs(n.proc)
+			table, err := host.ReadProcs(n.Proc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,28 +81,28 @@ func TestLifecycle(t *testing.T) {
 			if !slices.Equal(pids, []int{100, 200}) {
 				t.Fatalf("members %v, want the shim and the hypervisor", pids)
 			}
-			p, err := cg.Place(n.proc, pids)
+			p, err := cg.Place(n.Proc, pids)
 			if err != nil || p != (host.Placement{Processes: 2, Threads: 8, Moved: 8}) {
 				t.Fatalf("Place = %+v, %v; want 2 processes, 8 threads moved", p, err)
 			}
 			checkPlaced(t, n, cg, 100, 101, 102, 200, 201, 202, 203, 204)
-			if got := n.in(300, tc.cpu); got != tc.pod+"/ctr" {
+			if got := n.In(300, tc.cpu); got != tc.pod+"/ctr" {
 				t.Errorf("the container moved to %s", got)
 			}
-			if p, err := cg.Place(n.proc, pids); err != nil || p.Moved != 0 {
+			if p, err := cg.Place(n.Proc, pids); err != nil || p.Moved != 0 {
 				t.Errorf("second Place = %+v, %v; want nothing moved", p, err)
 			}
 
 			if tc.layout == "v1" { // a vCPU thread put elsewhere by the hypervisor's manager
-				if err := n.Write(filepath.Join(n.root, tc.cpu), "tasks", "203"); err != nil {
+				if err := n.Write(filepath.Join(n.Root, tc.cpu), "tasks", "203"); err != nil {
 					t.Fatal(err)
 				}
 			} else { // a new helper process outside
-				n.spawn(400, 100, "virtiofsd", 2, "/")
-				table, _ = host.ReadProcs(n.proc)
+				n.Spawn(400, 100, "virtiofsd", 2, "/")
+				table, _ = host.ReadProcs(n.Proc)
 				pids = sandbox.Members(table, 200, func(p sandbox.Proc) bool { return p.PID == 300 })
 			}
-			if p, err := cg.Place(n.proc, pids); err != nil || p.Moved == 0 {
+			if p, err := cg.Place(n.Proc, pids); err != nil || p.Moved == 0 {
 				t.Errorf("re-check = %+v, %v; want the stray thread moved back", p, err)
 			}
 			checkPlaced(t, n, cg, 203)
@@ -121,10 +122,10 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("Remove = %d, %v; want the stragglers moved", moved, err)
 			}
 			for _, h := range []string{tc.cpuset, tc.cpu, tc.memory, tc.pids} {
-				if _, err := os.Stat(filepath.Join(n.root, h, cg.Path())); !os.IsNotExist(err) {
+				if _, err := os.Stat(filepath.Join(n.Root, h, cg.Path())); !os.IsNotExist(err) {
 					t.Errorf("%s still there: %v", filepath.Join(h, cg.Path()), err)
 				}
-				if got := n.in(100, h); got != tc.pod {
+				if got := n.In(100, h); got != tc.pod {
 					t.Errorf("shim in %s after removal, want the parent %s", got, tc.pod)
 				}
 			}
@@ -132,7 +133,7 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
-func checkFiles(t *testing.T, n *fakeNode, cg *host.Cgroup, want map[string]string) {
+func checkFiles(t *testing.T, n *hosttest.Node, cg *host.Cgroup, want map[string]string) {
 	t.Helper()
 	for rel, v := range want {
 		h, name := filepath.Split(rel)
@@ -142,14 +143,14 @@ func checkFiles(t *testing.T, n *fakeNode, cg *host.Cgroup, want map[string]stri
 	}
 }
 
-func checkPlaced(t *testing.T, n *fakeNode, cg *host.Cgroup, tids ...int) {
+func checkPlaced(t *testing.T, n *hosttest.Node, cg *host.Cgroup, tids ...int) {
 	t.Helper()
 	for _, tid := range tids {
-		for _, h := range n.hierarchies() {
+		for _, h := range n.Hierarchies() {
 			if h == "misc" {
 				continue
 			}
-			if got := n.in(tid, h); got != cg.Path() {
+			if got := n.In(tid, h); got != cg.Path() {
 				t.Errorf("thread %d in %s:%s, want %s", tid, h, got, cg.Path())
 			}
 		}
@@ -161,7 +162,7 @@ func checkPlaced(t *testing.T, n *fakeNode, cg *host.Cgroup, tids ...int) {
 func TestSetMemoryBelowUsage(t *testing.T) {
 	for _, layout := range []string{"v1", "v2"} {
 		n, cg := setup(t, layout, cgroupfsPod)
-		n.usage = "300000000"
+		n.Usage = "300000000"
 		if _, err := cg.Create(); err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +172,7 @@ func TestSetMemoryBelowUsage(t *testing.T) {
 		}
 		limitFile := map[string]string{"v1": "memory/memory.limit_in_bytes", "v2": "memory.max"}[layout]
 		h, name := filepath.Split(limitFile)
-		n.setFile(filepath.Join(h, cg.Path(), name), "400000000\n")
+		n.SetFile(filepath.Join(h, cg.Path(), name), "400000000\n")
 		a, err = cg.Set(sandbox.Limits{Memory: 224 * mi})
 		if err != nil || !a.MemoryKept || a.Memory != 400000000 {
 			t.Errorf("%s: Set = %+v, %v; want the 400000000 in place kept", layout, a, err)
@@ -186,7 +187,7 @@ func TestSetMemoryBelowUsage(t *testing.T) {
 // naming both sets; an unrestricted sandbox gets the parent's.
 func TestSetCpusetOutsideParent(t *testing.T) {
 	n, cg := setup(t, "v1", cgroupfsPod)
-	n.setFile(filepath.Join("cpuset", cgroupfsPod, "cpuset.cpus"), "0-3\n")
+	n.SetFile(filepath.Join("cpuset", cgroupfsPod, "cpuset.cpus"), "0-3\n")
 	if _, err := cg.Create(); err != nil {
 		t.Fatal(err)
 	}
@@ -206,14 +207,14 @@ func TestSetCpusetOutsideParent(t *testing.T) {
 // TestSetFailures: a missing controller fails only the limits that need it; a refused
 // write fails its limit and the rest is still written.
 func TestSetFailures(t *testing.T) {
-	n := newFakeNode(t, "v2")
-	n.setFile("cgroup.controllers", "cpuset cpu pids\n")
-	layout, err := cgroups.Detect(n.root)
+	n := hosttest.New(t, "v2")
+	n.SetFile("cgroup.controllers", "cpuset cpu pids\n")
+	layout, err := cgroups.Detect(n.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.layout = layout
-	n.podCgroup(cgroupfsPod)
+	n.Layout = layout
+	n.PodCgroup(cgroupfsPod)
 	cg, err := host.Open(n, layout, filepath.Join(cgroupfsPod, host.Name(sandboxID)))
 	if err != nil {
 		t.Fatal(err)
@@ -225,10 +226,10 @@ func TestSetFailures(t *testing.T) {
 		t.Errorf("no memory controller, no memory limit: %v", err)
 	}
 	_, err = cg.Set(sandbox.Limits{Quota: 5000, Memory: mi})
-	if want := "no memory controller at " + n.root + " (cgroup v2)"; err == nil || err.Error() != want {
+	if want := "no memory controller at " + n.Root + " (cgroup v2)"; err == nil || err.Error() != want {
 		t.Errorf("Set = %v, want %q", err, want)
 	}
-	n.k.WriteErr = map[string]error{"cpu.max": syscall.EINVAL}
+	n.Kernel.WriteErr = map[string]error{"cpu.max": syscall.EINVAL}
 	_, err = cg.Set(sandbox.Limits{Quota: 7000, Pids: 9})
 	if err == nil || !strings.Contains(err.Error(), `write "7000 100000"`) || file(n, cg, "", "pids.max") != "9" {
 		t.Errorf("Set = %v, pids.max %s; want the cpu.max error and pids written", err, file(n, cg, "", "pids.max"))
@@ -242,9 +243,9 @@ func TestCreateEnablesControllers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, w := range n.k.Writes() {
+	for _, w := range n.Kernel.Writes() {
 		if strings.Contains(w, "cgroup.subtree_control") {
-			got = append(got, strings.TrimPrefix(w, n.root))
+			got = append(got, strings.TrimPrefix(w, n.Root))
 		}
 	}
 	want := []string{ // the copied root has them on already
@@ -255,7 +256,7 @@ func TestCreateEnablesControllers(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("subtree_control writes\n%q\nwant\n%q", got, want)
 	}
-	if _, err := cg.Create(); err != nil || len(n.k.Writes()) != 3 {
-		t.Errorf("adopting wrote again: %v %q", err, n.k.Writes())
+	if _, err := cg.Create(); err != nil || len(n.Kernel.Writes()) != 3 {
+		t.Errorf("adopting wrote again: %v %q", err, n.Kernel.Writes())
 	}
 }

@@ -17,7 +17,7 @@ func TestPlaceGone(t *testing.T) {
 	if _, err := cg.Create(); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := cg.Place(n.proc, []int{4242}); err != nil || p != (host.Placement{}) {
+	if p, err := cg.Place(n.Proc, []int{4242}); err != nil || p != (host.Placement{}) {
 		t.Errorf("Place(gone) = %+v, %v", p, err)
 	}
 }
