@@ -22,6 +22,8 @@ import (
 	"github.com/podfence/podfence/nri"
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/pools"
+	"github.com/podfence/podfence/sandbox"
+	vmenforce "github.com/podfence/podfence/sandbox/enforce"
 	"github.com/podfence/podfence/topology"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -65,6 +67,11 @@ type Config struct {
 	// CoreSched is SMT core scheduling (package coresched): cookies per pod group. Its
 	// CgroupRoot defaults to CgroupRoot's.
 	CoreSched coresched.Config
+
+	// VMRuntimes are the runtime handlers (names or globs, e.g. kata, kata-*) of VM
+	// sandboxes, whose shim and hypervisor get a host cgroup under CgroupRoot sized from
+	// their pods (package sandbox/enforce). Empty: none.
+	VMRuntimes []string
 }
 
 // Run serves the runtime until ctx ends, then flushes the checkpoint.
@@ -90,6 +97,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		x := enforce.New(enforce.Config{Root: cfg.CgroupRoot, Policy: cfg.EPCPolicy}, log)
 		if err := reg.Register(x.Collector()); err != nil {
 			return fmt.Errorf("register EPC metrics: %w", err)
+		}
+		exts = append(exts, x)
+	}
+	if cfg.CgroupRoot != "" && len(cfg.VMRuntimes) > 0 {
+		x, err := vmSandboxes(cfg, node, reg, log)
+		if err != nil {
+			return err
 		}
 		exts = append(exts, x)
 	}
@@ -221,4 +235,22 @@ func checkCheckpoint(store *checkpoint.Store, node *plan.Node, log *slog.Logger)
 		log.Warn("checkpoint record does not fit the node", "file", c.File, "reason", c.Reason)
 	}
 	log.Info("checkpoint", "dir", store.Dir(), "records", len(recs))
+}
+
+// vmSandboxes builds the VM sandbox extension. A sandbox without containers runs on the
+// default pool of the pool config the agent started with.
+func vmSandboxes(cfg Config, node *plan.Node, reg prometheus.Registerer, log *slog.Logger) (*vmenforce.Extension, error) {
+	rts, err := sandbox.ParseRuntimes(cfg.VMRuntimes)
+	if err != nil {
+		return nil, fmt.Errorf("VM runtimes: %w", err)
+	}
+	proc := cfg.CoreSched.ProcRoot
+	if proc == "" {
+		proc = "/proc"
+	}
+	x := vmenforce.New(vmenforce.Config{Root: cfg.CgroupRoot, Proc: proc, Runtimes: rts, EmptyCPUs: node.Pools.Default.CPUs}, log)
+	if err := reg.Register(x.Collector()); err != nil {
+		return nil, fmt.Errorf("register VM sandbox metrics: %w", err)
+	}
+	return x, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/podfence/podfence/agent"
 	"github.com/podfence/podfence/metrics"
+	"github.com/podfence/podfence/sandbox"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -69,6 +70,8 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress, "address serving /metrics and /healthz (empty: none)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	addCoreSchedFlags(fl, &f) // SMT core scheduling (coresched.go)
+	fl.StringSliceVar(&f.cfg.VMRuntimes, "vm-runtimes", sandbox.DefaultRuntimes(),
+		"runtime handlers (names or globs) of VM sandboxes, whose shim and hypervisor get a host cgroup under --cgroup-root sized from their pods (empty: none)")
 	return cmd
 }
 
@@ -99,7 +102,7 @@ func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 	log.Info("starting", "version", version, "socket", f.cfg.Socket, "plugin", f.cfg.PluginIndex+"-"+f.cfg.PluginName,
 		"pools", f.cfg.Pools, "node", f.cfg.NodeName, "checkpoint", f.cfg.CheckpointDir, "sysfs", f.cfg.Sysfs,
 		"startBinary", f.cfg.StartBinary, "cgroupRoot", f.cfg.CgroupRoot, "epcPolicy", f.cfg.EPCPolicy,
-		"metrics", f.cfg.MetricsAddress)
+		"metrics", f.cfg.MetricsAddress, "vmRuntimes", strings.Join(f.cfg.VMRuntimes, ","))
 	return agent.Run(ctx, f.cfg, log)
 }
 
