@@ -30,6 +30,7 @@ export PODFENCE_E2E_WORK=${PODFENCE_E2E_WORK:-/tmp/pf-e2e-agent}
 export PODFENCE_E2E_CGROUP_PARENT=${PODFENCE_E2E_CGROUP_PARENT:-/podfence-e2e-agent}
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/checks.sh"
+. "$(dirname "$0")/vm.sh"
 
 # One run per work dir at a time: a second `make e2e` (another checkout, CI) waits here
 # instead of wiping this one's containerd.
@@ -300,5 +301,9 @@ expect_log "phase B agent restart: state restored from the checkpoint" "$AGENT_O
 	"msg=synchronized containers=$n restored=$n adopted=0 unmanaged=0 dropped=0"
 expect_ctr "phase B agent restart: shared container kept its cpuset and quota" shr \
 	pid="$shr_pid" cpuset.cpus="$X" Cpus_allowed_list="$X" cpu.cfs_quota_us=50000 cpu.cfs_period_us=100000
+
+# --- phase C: VM sandboxes ---------------------------------------------------------------
+
+vm_phase
 
 finished=1
