@@ -219,6 +219,7 @@ func (a *Agent) refused(pod *api.PodSandbox, ctr *api.Container, err error) erro
 		err = fmt.Errorf("pod %s container %q: %w", podName(pod), ctr.GetName(), err)
 	}
 	a.log.Warn("refused", "pod", podName(pod), "container", ctr.GetName(), "err", err)
+	a.observeRefusal(pod, ctr, err)
 	return err
 }
 
