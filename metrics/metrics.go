@@ -1,6 +1,11 @@
-// Package metrics serves the agent's Prometheus metrics: /metrics in the text exposition
-// format (https://prometheus.io/docs/instrumenting/exposition_formats/) from a registry
-// the caller fills, and /healthz, which answers 200 "ok" while the process serves.
+// Package metrics serves the agent's operator endpoint:
+//
+//   - /metrics: Prometheus metrics in the text exposition format
+//     (https://prometheus.io/docs/instrumenting/exposition_formats/) from a registry the
+//     caller fills;
+//   - /healthz: 200 "ok" while the process serves;
+//   - /readyz: 200 "ok" once the caller's readiness check passes (WithReady), else 503;
+//   - /state: the caller's state as JSON (WithState), e.g. the node report of package status.
 package metrics
 
 import (
@@ -29,14 +34,19 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// Handler serves /metrics from g and /healthz.
-func Handler(g prometheus.Gatherer) http.Handler {
+// Handler serves /metrics from g, /healthz, /readyz and, with WithState, /state.
+func Handler(g prometheus.Gatherer, opts ...Option) http.Handler {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /readyz", o.readyz)
+	if o.state != nil {
+		mux.HandleFunc("GET /state", o.serveState)
+	}
 	return mux
 }
 
@@ -49,16 +59,16 @@ type Server struct {
 
 // Listen binds addr now, so that a bad or taken address fails the caller at start, and
 // serves g there in the background.
-func Listen(addr string, g prometheus.Gatherer, log *slog.Logger) (*Server, error) {
+func Listen(addr string, g prometheus.Gatherer, log *slog.Logger, opts ...Option) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics address %s: %w", addr, err)
 	}
 	s := &Server{ln: ln, done: make(chan error, 1),
-		srv: &http.Server{Handler: Handler(g), ReadHeaderTimeout: 10 * time.Second,
+		srv: &http.Server{Handler: Handler(g, opts...), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
 	go func() { s.done <- s.srv.Serve(ln) }()
-	log.Info("serving metrics", "address", ln.Addr().String(), "paths", "/metrics /healthz")
+	log.Info("serving metrics", "address", ln.Addr().String(), "paths", "/metrics /healthz /readyz /state")
 	return s, nil
 }
 
