@@ -41,7 +41,7 @@ e2e:
 # Real-kernel tests: each package's tests run as init of a small SMT kernel under QEMU
 # (core scheduling, cgroup v2, misc). The kernel is built once and cached. An entry
 # PKG:REGEXP runs only the tests matching REGEXP there.
-QEMU_PKGS ?= ./coresched/kernel ./coresched ./epc/enforce:TestProbeInQEMUGuest
+QEMU_PKGS ?= ./coresched/kernel ./coresched ./epc/enforce:TestProbeInQEMUGuest ./sandbox/host:^TestReal
 qemu:
 	@for e in $(QEMU_PKGS); do p=$${e%%:*}; r=$${e#$$p}; bash hack/qemu/run-go-test.sh $$p $${r#:} || exit 1; done
 
