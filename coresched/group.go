@@ -12,6 +12,12 @@
 // The policy overrides the group, as in Koordinator: "exclusive" puts the pod in a group of
 // its own, "none" gives it cookie 0 (no core scheduling). Pods without labels get the node's
 // default group: their namespace (default), the pod alone, or none.
+//
+// Manager is the agent side, an NRI extension: it gives a container's init process its
+// group's cookie at StartContainer, before the entrypoint runs; tasks that enter later get
+// theirs from the kernel's process events (package procevents) or a periodic reconcile; a
+// restarted agent rebuilds its groups from the cookies live tasks carry. Its kernel calls go
+// through Kernel (kernel.Prctl on a node, a fake in tests).
 package coresched
 
 import (

@@ -3,27 +3,31 @@ package coresched
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/podfence/podfence/coresched/kernel"
 )
 
-// Run runs the process-event watcher and the periodic reconcile until ctx ends. On a node
-// that cannot make cookies it only retries a failed Group Identity guard at each period.
+// Run runs the process-event watcher and the periodic reconcile until ctx ends, and returns
+// once both have stopped. On a node that cannot make cookies it only retries a failed Group
+// Identity guard at each period.
 func (m *Manager) Run(ctx context.Context) error {
 	if m.cfg.Disabled {
 		return nil
 	}
 	kick := make(chan struct{}, 1)
-	watching := false
+	var watcher sync.WaitGroup
+	defer watcher.Wait() // it ends with ctx
 	t := time.NewTicker(m.cfg.ReconcileEvery)
 	defer t.Stop()
+	started := false
 	for {
 		if err := m.Status().Err; err != nil {
 			m.retryGuard(err)
-		} else if !watching {
-			watching = true
-			go m.watch(ctx, kick)
+		} else if !started {
+			started = true
+			watcher.Go(func() { m.watch(ctx, kick) })
 		}
 		select {
 		case <-ctx.Done():
