@@ -6,6 +6,7 @@ package host_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -105,6 +106,9 @@ func standIns(t *testing.T) (hyp, shim int, hotplug func()) {
 		_ = cmd.Process.Kill() // first: the shim would report its child's death
 		_ = cmd.Wait()
 		_ = syscall.Kill(hyp, syscall.SIGKILL)
+		for i := 0; i < 500 && alive(hyp); i++ { // the orphan is reaped by init
+			time.Sleep(10 * time.Millisecond)
+		}
 	})
 	hotplug = func() {
 		if err := syscall.Kill(hyp, syscall.SIGUSR1); err != nil {
@@ -115,6 +119,16 @@ func standIns(t *testing.T) (hyp, shim int, hotplug func()) {
 		}
 	}
 	return hyp, cmd.Process.Pid, hotplug
+}
+
+// alive reports whether pid runs (is neither gone nor a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }
 
 func readLine(t *testing.T, r *bufio.Reader) string {

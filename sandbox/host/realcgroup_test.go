@@ -1,13 +1,16 @@
 package host_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/podfence/podfence/cgroups"
 	"github.com/podfence/podfence/sandbox"
@@ -132,7 +135,12 @@ func evacuateAndRemove(t *testing.T, dir string) {
 		for _, pid := range strings.Fields(string(b)) {
 			_ = cgroups.Write(root, "cgroup.procs", pid)
 		}
-		if err := cgroups.Rmdir(d); err != nil && !cgroups.Gone(err) {
+		err := cgroups.Rmdir(d)
+		for i := 0; i < 50 && errors.Is(err, syscall.EBUSY); i++ { // a killed task still exiting
+			time.Sleep(20 * time.Millisecond)
+			err = cgroups.Rmdir(d)
+		}
+		if err != nil && !cgroups.Gone(err) {
 			t.Errorf("clean-up: %v", err)
 		}
 	}
