@@ -118,7 +118,7 @@ func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr 
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	v := x.track(pod)
-	v.members[ctr.GetId()] = memberOf(ctr, &d)
+	v.members[ctr.GetName()] = memberOf(ctr, &d) // a new instance replaces a refused or exited one
 	x.apply(v, "CreateContainer")
 	return nil, nil
 }
@@ -132,9 +132,9 @@ func (x *Extension) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *
 	if !ok {
 		return nil
 	}
-	if m, ok := v.members[ctr.GetId()]; ok {
+	if m, ok := v.member(ctr); ok {
 		m.pid = int(ctr.GetPid())
-		v.members[ctr.GetId()] = m
+		v.members[ctr.GetName()] = m
 	}
 	x.apply(v, "StartContainer")
 	return nil
@@ -145,9 +145,9 @@ func (x *Extension) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *
 func (x *Extension) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	v, ok := x.pods[pod.GetId()]
-	m, held := v.memberOrZero(ctr.GetId())
-	if !ok || !held {
+	v := x.pods[pod.GetId()]
+	m, held := v.member(ctr)
+	if !held {
 		return nil
 	}
 	r := resourcesOf(res)
@@ -160,7 +160,7 @@ func (x *Extension) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr 
 	if res.GetPids() != nil {
 		m.Pids = r.Pids
 	}
-	v.members[ctr.GetId()] = m
+	v.members[ctr.GetName()] = m
 	x.apply(v, "UpdateContainer")
 	return nil
 }
@@ -169,11 +169,11 @@ func (x *Extension) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr 
 func (x *Extension) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	v, ok := x.pods[pod.GetId()]
-	if _, held := v.memberOrZero(ctr.GetId()); !ok || !held {
+	v := x.pods[pod.GetId()]
+	if _, held := v.member(ctr); !held {
 		return
 	}
-	delete(v.members, ctr.GetId())
+	delete(v.members, ctr.GetName())
 	x.apply(v, "RemoveContainer")
 }
 
@@ -206,7 +206,7 @@ func (x *Extension) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs 
 			if ctr.GetPodSandboxId() == pod.GetId() && ctr.GetState() != api.ContainerState_CONTAINER_STOPPED {
 				m := memberOf(ctr, nil)
 				m.pid = int(ctr.GetPid())
-				v.members[ctr.GetId()] = m
+				v.members[ctr.GetName()] = m
 			}
 		}
 	}

@@ -143,3 +143,31 @@ func TestOtherRuntimes(t *testing.T) {
 		t.Errorf("writes for runc pods: %q", f.n.Kernel.Writes())
 	}
 }
+
+// TestContainerInstances: a container created again under its name (after a refusal
+// further down the agent, or a restart) replaces its earlier instance, which a late
+// removal of that instance does not take out.
+func TestContainerInstances(t *testing.T) {
+	f := newFixture(t, "v1")
+	ctx, pod := context.Background(), kataPod()
+	if err := f.x.RunPodSandbox(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	first := container("c1", 50000, 100000, 64*mi, "")
+	create(t, f, pod, first, plan.Decision{CPUs: cpuset.New(0)})
+	second := container("c1", 50000, 100000, 64*mi, "")
+	second.Id = "c1-again"
+	create(t, f, pod, second, plan.Decision{CPUs: cpuset.New(0)})
+	want := limits{"0", "75000", "234881024"}
+	if got := f.limits(); got != want {
+		t.Errorf("after two instances of c1: %+v, want one counted: %+v", got, want)
+	}
+	f.x.RemoveContainer(ctx, pod, first)
+	if got := f.limits(); got != want {
+		t.Errorf("after the first instance's removal: %+v, want %+v", got, want)
+	}
+	f.x.RemoveContainer(ctx, pod, second)
+	if got, want := f.limits(), (limits{"0", "25000", "167772160"}); got != want {
+		t.Errorf("after the second's: %+v, want the overhead alone %+v", got, want)
+	}
+}

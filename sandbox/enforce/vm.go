@@ -20,7 +20,7 @@ type vm struct {
 	pid                 int    // the sandbox's pid (NRI PodSandbox.Pid): the anchor of its processes
 	cgroupsPath, parent string // the sandbox's cgroups path and the pod's cgroup parent
 	overhead            sandbox.Resources
-	members             map[string]member // live containers by ID
+	members             map[string]member // live containers by name
 
 	cg       *host.Cgroup // nil until created
 	created  []string     // directories Create made
@@ -36,18 +36,19 @@ type vm struct {
 // member is a live container of a sandbox.
 type member struct {
 	sandbox.Member
+	id            string // the container instance
 	pid           int    // its process, kept out of the sandbox cgroup
 	cgroup        string // its cgroup path, whose processes are kept out too
 	podfenceQuota bool   // the quota is podfence's (a shared-pool share)
 }
 
-// memberOrZero returns container id of v (a nil v has none).
-func (v *vm) memberOrZero(id string) (member, bool) {
+// member returns ctr's entry in v, if v holds that instance (a nil v holds none).
+func (v *vm) member(ctr *api.Container) (member, bool) {
 	if v == nil {
 		return member{}, false
 	}
-	m, ok := v.members[id]
-	return m, ok
+	m, ok := v.members[ctr.GetName()]
+	return m, ok && m.id == ctr.GetId()
 }
 
 // memberOf describes a container: its effective limits and cpuset are podfence's decision
@@ -55,7 +56,7 @@ func (v *vm) memberOrZero(id string) (member, bool) {
 // podfence's adjustments already).
 func memberOf(ctr *api.Container, d *plan.Decision) member {
 	res := ctr.GetLinux().GetResources()
-	m := member{Member: sandbox.Member{Resources: resourcesOf(res)}}
+	m := member{Member: sandbox.Member{Resources: resourcesOf(res)}, id: ctr.GetId()}
 	if d != nil && d.Quota > 0 {
 		m.Quota, m.Period, m.podfenceQuota = d.Quota, d.Period, true
 	}
