@@ -30,6 +30,12 @@ type ContainerStarter interface {
 	StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error
 }
 
+// ContainerUpdater learns of a resource update the runtime is about to apply (res: what
+// was asked; podfence keeps its own cpuset and quota against it). Errors are logged only.
+type ContainerUpdater interface {
+	UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) error
+}
+
 // ContainerRemover learns that a container stopped or was removed (both may come).
 type ContainerRemover interface {
 	RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container)

@@ -48,6 +48,10 @@ func (r *recorder) StartContainer(_ context.Context, _ *api.PodSandbox, ctr *api
 	r.add("start:" + ctr.Name)
 	return errors.New("start errors are only logged")
 }
+func (r *recorder) UpdateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) error {
+	r.add("update:" + ctr.Name + ":" + res.GetCpu().GetCpus())
+	return nil
+}
 func (r *recorder) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) {
 	r.add("remove:" + ctr.Name)
 }
@@ -59,6 +63,7 @@ var (
 	_ nri.ContainerCreator = (*recorder)(nil)
 	_ nri.ContainerStarter = (*recorder)(nil)
 	_ nri.ContainerRemover = (*recorder)(nil)
+	_ nri.ContainerUpdater = (*recorder)(nil)
 	_ nri.PodRunner        = (*recorder)(nil)
 	_ nri.PodRemover       = (*recorder)(nil)
 	_ nri.Synchronizer     = (*recorder)(nil)
@@ -78,9 +83,10 @@ func TestExtensionHooks(t *testing.T) {
 		t.Errorf("create refuse: err %v, want the extension's error", err)
 	}
 	rt.startCtr(c.ctr)
+	rt.updateResources(c.ctr, &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "0-15"}})
 	rt.removeCtr(c.ctr)
 	rt.removePod(pod)
-	want := []string{"sync", "run:p", "create:app:2,10", "create:refuse:0,8", "start:app", "remove:app", "remove:app", "removepod:p"}
+	want := []string{"sync", "run:p", "create:app:2,10", "create:refuse:0,8", "start:app", "update:app:0-15", "remove:app", "remove:app", "removepod:p"}
 	if got := rec.got(); !slices.Equal(got, want) {
 		t.Errorf("hooks called %q,\nwant %q", got, want)
 	}

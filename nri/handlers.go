@@ -101,8 +101,17 @@ func (a *Agent) allocate(c plan.Container, id string) (plan.Decision, error) {
 
 // UpdateContainer answers a resource update that would change podfence's cpuset, memory
 // nodes or quota with an update that keeps them. Other updates pass untouched.
-func (a *Agent) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (_ []*api.ContainerUpdate, err error) {
+func (a *Agent) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("UpdateContainer", &err)
+	defer func() {
+		_ = a.notify("UpdateContainer", func(e Extension) (bool, error) {
+			h, ok := e.(ContainerUpdater)
+			if !ok {
+				return false, nil
+			}
+			return true, h.UpdateContainer(ctx, pod, ctr, res)
+		})
+	}()
 	a.mu.Lock()
 	k, held := a.keys[ctr.GetId()]
 	var d plan.Decision

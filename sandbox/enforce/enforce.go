@@ -44,6 +44,7 @@ var (
 	_ nri.ContainerCreator = (*Extension)(nil)
 	_ nri.ContainerStarter = (*Extension)(nil)
 	_ nri.ContainerRemover = (*Extension)(nil)
+	_ nri.ContainerUpdater = (*Extension)(nil)
 	_ nri.PodRemover       = (*Extension)(nil)
 	_ nri.Synchronizer     = (*Extension)(nil)
 )
