@@ -5,7 +5,9 @@
 #
 # Usage: hack/qemu/kernel.sh          prints the bzImage path as the last line of stdout
 # Env:   PODFENCE_KERNEL_CACHE        cache root (default /var/cache/podfence-kernel)
-#        PODFENCE_KERNEL_FRAGMENT     config fragment (default <repo>/../shared/schedcore-kernel.config)
+#        PODFENCE_KERNEL_FRAGMENT     config fragment (default: <repo>/../shared/schedcore-kernel.config
+#                                     followed by hack/qemu/podfence-kernel.config, the options the
+#                                     project adds: the process connector for the exec watcher)
 #        PODFENCE_KERNEL_JOBS         make -j (default: nproc)
 set -euo pipefail
 
@@ -18,11 +20,20 @@ die() { log "error: $*"; exit 1; }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(git -C "$here" rev-parse --show-toplevel)
-fragment=${PODFENCE_KERNEL_FRAGMENT:-$repo/../shared/schedcore-kernel.config}
 cache_root=${PODFENCE_KERNEL_CACHE:-/var/cache/podfence-kernel}
 jobs=${PODFENCE_KERNEL_JOBS:-$(nproc)}
-[ -r "$fragment" ] || die "config fragment $fragment not found (set PODFENCE_KERNEL_FRAGMENT)"
-fragment=$(realpath "$fragment")
+if [ -n "${PODFENCE_KERNEL_FRAGMENT:-}" ]; then
+  fragment=$PODFENCE_KERNEL_FRAGMENT
+  [ -r "$fragment" ] || die "config fragment $fragment not found"
+  fragment=$(realpath "$fragment")
+else
+  shared=$repo/../shared/schedcore-kernel.config
+  [ -r "$shared" ] || die "config fragment $shared not found (set PODFENCE_KERNEL_FRAGMENT)"
+  fragment=$(mktemp /tmp/podfence-kernel-fragment.XXXXXX)
+  tmp_fragment=$fragment
+  trap 'rm -f "$tmp_fragment"' EXIT
+  cat "$shared" "$here/podfence-kernel.config" >"$fragment"
+fi
 
 start=$(date +%s)
 
@@ -61,7 +72,7 @@ tarball=$(dpkg -L "$src_pkg" | grep -E '/linux-source-[0-9.]+\.tar\.(xz|bz2|gz)$
 [ -n "$tarball" ] || die "no source tarball in package $src_pkg"
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/podfence-kernel.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "${tmp_fragment:-}"' EXIT
 
 log "unpacking $tarball"
 tar -C "$work" -xf "$tarball"
@@ -74,7 +85,7 @@ log "configuring (tinyconfig + kvm_guest.config + $(basename "$fragment"))"
   (cd "$src" && scripts/kconfig/merge_config.sh -m .config "$fragment")
   make -C "$src" olddefconfig
 } >"$work/config.log" 2>&1 || { tail -n 40 "$work/config.log" >&2; die "kernel configuration failed"; }
-for opt in CONFIG_SCHED_CORE CONFIG_CGROUP_MISC CONFIG_CPUSETS CONFIG_SCHED_SMT CONFIG_64BIT; do
+for opt in CONFIG_SCHED_CORE CONFIG_CGROUP_MISC CONFIG_CPUSETS CONFIG_SCHED_SMT CONFIG_64BIT CONFIG_PROC_EVENTS; do
   grep -qx "$opt=y" "$src/.config" || die "$opt=y missing from the merged .config"
 done
 configured=$(date +%s)
