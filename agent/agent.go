@@ -57,8 +57,14 @@ type Config struct {
 	EPCPolicy  epc.Policy
 	// Registry collects the agent's metrics; nil means a new metrics.NewRegistry().
 	Registry *prometheus.Registry
-	// MetricsAddress, if set, serves /metrics and /healthz (package metrics).
+	// MetricsAddress, if set, serves /metrics, /healthz, /readyz and /state (package
+	// metrics; the report of package status).
 	MetricsAddress string
+	// Events posts Kubernetes Events on pods for refusals and degraded enforcement, to the
+	// API server of Kubeconfig or, if that is empty, of the pod the agent runs in (package
+	// events; ops.go).
+	Events     bool
+	Kubeconfig string
 	// DevicePluginDir, if set, is the kubelet's device-plugin directory: each exclusive and
 	// shared pool is advertised there as ResourceDomain/<pool> (package deviceplugin).
 	DevicePluginDir string
@@ -115,17 +121,26 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	exts = append(exts, cs)
 
 	exts = append(exts, cfg.Extensions...)
+	o, err := newOps(cfg, node, reg, log) // report, pool metrics, Events (ops.go)
+	if err != nil {
+		return err
+	}
+	a := nri.New(node, store, log, nri.Options{Extensions: append(exts, o)})
+	endpoints, err := o.attach(a)
+	if err != nil {
+		return err
+	}
 	if cfg.MetricsAddress != "" {
-		srv, err := metrics.Listen(cfg.MetricsAddress, reg, log)
+		srv, err := metrics.Listen(cfg.MetricsAddress, reg, log, endpoints...)
 		if err != nil {
 			return err
 		}
 		defer closeMetrics(srv, log)
 	}
-	a := nri.New(node, store, log, nri.Options{Extensions: exts})
 	var reloaders []reloader = []reloader{a}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go o.run(ctx, a)
 	dpDone := make(chan error, 1)
 	if _, err := os.Stat(cfg.DevicePluginDir); cfg.DevicePluginDir != "" && err != nil {
 		log.Warn("no kubelet device-plugin directory: pools are not advertised to the kubelet", "err", err)

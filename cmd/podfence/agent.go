@@ -35,7 +35,8 @@ and sets each container's cpuset, memory nodes, CFS quota and EXCLUSIVE_CPUS/SHA
 before it starts, from the node's pool config and the pod's podfence.io/cpu-pools and
 podfence.io/exclusive-cpus annotations. It reconnects when the runtime restarts. It also
 caps SGX EPC from epc-limit.nri.io annotations through the cgroup misc controller under
---cgroup-root, and serves Prometheus metrics on --metrics-address.
+--cgroup-root. It serves Prometheus metrics, health, readiness and the node report
+(podfence status) on --metrics-address, and posts Kubernetes Events on pods it refuses.
 
 Every flag can also be set by an environment variable PODFENCE_<FLAG> (e.g.
 PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
@@ -67,7 +68,9 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.StringVar(&f.cfg.StartBinary, "start-binary", "", "host path of the (static) podfence binary bind-mounted into containers with a process pinning annotation (default: this binary; in a DaemonSet, its path on the host)")
 	fl.StringVar(&f.cfg.CgroupRoot, "cgroup-root", "/sys/fs/cgroup", "cgroupfs mount point, where SGX EPC limits are set and read (empty: no EPC limits)")
 	fl.Var(&f.cfg.EPCPolicy, "epc-policy", "an SGX EPC limit the kernel cannot enforce: strict refuses the container, best-effort runs it uncapped and reports it")
-	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress, "address serving /metrics and /healthz (empty: none)")
+	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress, "address serving /metrics, /healthz, /readyz and /state (empty: none)")
+	fl.BoolVar(&f.cfg.Events, "events", true, "post Kubernetes Events on pods for refusals and degraded enforcement, when the API server is reachable")
+	fl.StringVar(&f.cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for Events (default: the pod's service account, when in a pod)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	addCoreSchedFlags(fl, &f) // SMT core scheduling (coresched.go)
 	fl.StringSliceVar(&f.cfg.VMRuntimes, "vm-runtimes", sandbox.DefaultRuntimes(),

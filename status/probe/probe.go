@@ -5,6 +5,7 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,6 +64,11 @@ func smt(sysfs string, threads int) status.Feature {
 }
 
 func coreSched(s kernel.Support) status.Feature {
+	for _, known := range []error{kernel.ErrNoSchedCore, kernel.ErrNoSMT, kernel.ErrNoPermission} {
+		if errors.Is(s.Err, known) {
+			return status.Feature{Detail: known.Error()}
+		}
+	}
 	if s.Err != nil {
 		return status.Feature{Detail: s.Err.Error()}
 	}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/podfence/podfence/agent"
+	"github.com/podfence/podfence/checkpoint"
+	"github.com/podfence/podfence/coresched/kernel"
+	"github.com/podfence/podfence/metrics"
+	"github.com/podfence/podfence/status"
+	"github.com/podfence/podfence/status/probe"
+	"github.com/spf13/cobra"
+)
+
+type statusFlags struct {
+	address, output, checkpoint, pools, sysfs, cgroupRoot, nodeName string
+	labels                                                          []string
+	timeout                                                         time.Duration
+}
+
+func newStatusCmd() *cobra.Command {
+	var f statusFlags
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show what podfence did on this node: pools drawn by core, containers, kernel features",
+		Long: `status prints the node report: each pool's CPUs as a grid by socket, NUMA node and core
+with the container holding each thread, each container's pool, CPUs, core-scheduling group and
+SGX EPC limit and use, and the kernel features podfence relies on (SMT, core scheduling,
+cgroup version and driver, misc/sgx_epc).
+
+It reads the agent's /state at --address. When the agent does not answer, it reads the
+agent's checkpoint (--checkpoint-dir) and draws it on this machine's topology (--sysfs) and
+pool config (--pools); extension data (groups, EPC) is then missing. --address "" reads the
+checkpoint at once.`,
+		Example: `  podfence status
+  podfence status -o json
+  podfence status --address "" --checkpoint-dir /var/lib/podfence/checkpoint --pools /etc/podfence/pools`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStatus(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.address, "address", metrics.DefaultAddress, `the agent's --metrics-address ("" reads the checkpoint)`)
+	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	fl.DurationVar(&f.timeout, "timeout", 5*time.Second, "how long to wait for the agent")
+	fl.StringVar(&f.checkpoint, "checkpoint-dir", "/var/lib/podfence/checkpoint", "the agent's checkpoint, read when the agent is down")
+	fl.StringVar(&f.pools, "pools", "/etc/podfence/pools", "the agent's pool config, with the checkpoint")
+	fl.StringVar(&f.sysfs, "sysfs", "/sys", "root of the sysfs tree, with the checkpoint")
+	fl.StringVar(&f.cgroupRoot, "cgroup-root", "/sys/fs/cgroup", "cgroupfs mount point, with the checkpoint")
+	fl.StringVar(&f.nodeName, "node-name", "", "this node's name, to select the pool config (default $NODE_NAME, else the host name)")
+	fl.StringArrayVar(&f.labels, "node-label", nil, "node label key=value, to select the pool config (repeatable)")
+	return cmd
+}
+
+func runStatus(ctx context.Context, out, errOut io.Writer, f statusFlags) error {
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("flag --output %q: want text or json", f.output)
+	}
+	var r status.Report
+	var err error
+	if f.address != "" {
+		r, err = fetchState(ctx, f.address, f.timeout)
+	}
+	if f.address == "" || isDown(err) {
+		if err != nil {
+			fmt.Fprintf(errOut, "podfence status: the agent does not answer (%v); reading its checkpoint %s\n", err, f.checkpoint)
+		}
+		r, err = fromCheckpoint(f)
+	}
+	if err != nil {
+		return err
+	}
+	if f.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	return status.WriteText(out, r)
+}
+
+// fetchState reads the agent's report from its /state.
+func fetchState(ctx context.Context, address string, timeout time.Duration) (status.Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	url := "http://" + address + "/state"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return status.Report{}, fmt.Errorf("agent address %q: %w", address, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return status.Report{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return status.Report{}, fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	var r status.Report
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return status.Report{}, fmt.Errorf("GET %s: decode the report: %w", url, err)
+	}
+	return r, nil
+}
+
+// isDown reports whether err means nothing serves at the address (the agent is down),
+// rather than an agent that answered badly.
+func isDown(err error) bool {
+	var op *net.OpError
+	return err != nil && (errors.As(err, &op) && op.Op == "dial" || errors.Is(err, context.DeadlineExceeded))
+}
+
+// fromCheckpoint builds the report from the agent's checkpoint, this machine's topology and
+// kernel, and the pool config.
+func fromCheckpoint(f statusFlags) (status.Report, error) {
+	labels, err := parseLabels(f.labels)
+	if err != nil {
+		return status.Report{}, err
+	}
+	if f.nodeName == "" {
+		f.nodeName = os.Getenv("NODE_NAME")
+	}
+	if f.nodeName == "" {
+		f.nodeName, _ = os.Hostname()
+	}
+	node, err := agent.LoadNode(agent.Config{Pools: f.pools, Sysfs: f.sysfs, NodeName: f.nodeName, NodeLabels: labels},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		return status.Report{}, err
+	}
+	if _, err := os.Stat(f.checkpoint); err != nil {
+		return status.Report{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	store, err := checkpoint.Open(f.checkpoint)
+	if err != nil {
+		return status.Report{}, fmt.Errorf("checkpoint %s: %w", f.checkpoint, err)
+	}
+	allocs, err := store.Load()
+	if err != nil {
+		return status.Report{}, err
+	}
+	r := status.Build(node, allocs, nil)
+	r.Node, r.Source, r.Time = f.nodeName, "checkpoint "+f.checkpoint, time.Now()
+	r.Kernel = probe.Kernel(probe.Config{Sysfs: f.sysfs, ThreadsPerCore: node.Topology.ThreadsPerCore(),
+		CgroupRoot: f.cgroupRoot, CoreSched: kernel.Prctl{}.Probe()})
+	for _, c := range checkpoint.Validate(allocs, node.Topology.Online(), node.PoolCPUs()) {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("checkpoint record %s does not fit the node: %s", c.File, c.Reason))
+	}
+	return r, nil
+}
