@@ -54,12 +54,13 @@ step() { pf_log "== $*"; }
 
 # --- the agent ----------------------------------------------------------------------------
 
-# agent_start POOLS: starts `podfence agent` on the NRI socket with this pool config and
-# waits for its first Synchronize. AGENT_OFF is the log offset of this start.
+# agent_start POOLS [FLAG...]: starts `podfence agent` on the NRI socket with this pool config
+# (and any further flags) and waits for its first Synchronize. AGENT_OFF is the log offset of
+# this start.
 agent_start() {
 	AGENT_OFF=$(log_lines)
 	"$RUN/podfence" agent --nri-socket "$PODFENCE_E2E_NRI_SOCKET" --pools "$1" --node-name e2e \
-		--checkpoint-dir "$RUN/checkpoint" --start-binary "$RUN/podfence" </dev/null >>"$AGENT_LOG" 2>&1 9>&- &
+		--checkpoint-dir "$RUN/checkpoint" --start-binary "$RUN/podfence" "${@:2}" </dev/null >>"$AGENT_LOG" 2>&1 9>&- &
 	AGENT_PID=$!
 	if ! wait_log "$AGENT_OFF" 'msg=synchronized' 20 >/dev/null; then
 		fail "agent start ($1)" "no msg=synchronized within 20s; agent $(kill -0 "$AGENT_PID" 2>/dev/null && echo running || echo exited)"
@@ -305,5 +306,24 @@ expect_ctr "phase B agent restart: shared container kept its cpuset and quota" s
 # --- phase C: VM sandboxes ---------------------------------------------------------------
 
 vm_phase
+
+# --- phase D: SGX EPC limits on a kernel that cannot enforce them ---------------------------
+
+step "phase D: SGX EPC limits (this kernel has no misc controller): strict, then best-effort"
+pf_crictl rmp -a -f >/dev/null
+POD=() CID=()
+agent_stop
+agent_start "$RUN/poolconfig-b.yaml"
+expect_log "agent start (phase D): the EPC probe reports no sgx_epc" "$AGENT_OFF" 'SGX EPC.*(no misc controller|lists no sgx_epc)'
+expect_refused "EPC limit under policy strict: refused, the kernel lacks SGX EPC cgroup support" epc-strict \
+	'lacks SGX EPC cgroup support' 'pod:epc-limit.nri.io/container.app=1048576'
+agent_stop
+agent_start "$RUN/poolconfig-b.yaml" --epc-policy best-effort
+off=$(log_lines)
+launch epc-be 'pod:epc-limit.nri.io/container.app=1Mi' || pf_log "launch epc-be failed: ${LAUNCH_ERR[epc-be]:-}"
+expect_ctr "EPC limit under policy best-effort: the container runs on its pool" epc-be \
+	cpuset.cpus="$DEF" Cpus_allowed_list="$DEF"
+expect_log "EPC limit under policy best-effort: reported as not enforced" "$off" \
+	"msg=\"SGX EPC limit not enforced\" pod=$NS/epc-be container=app"
 
 finished=1
