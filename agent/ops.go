@@ -31,12 +31,18 @@ type ops struct {
 	log      *slog.Logger
 	reg      prometheus.Registerer
 	kernel   status.Kernel
-	rec      *events.Recorder // nil: no Events
+	rec      recorder // nil: no Events
 	refusals *prometheus.CounterVec
 	seen     map[string]bool // degraded containers already reported, by pod UID/container/reason
 }
 
 var _ nri.RefusalObserver = (*ops)(nil)
+
+// recorder is what ops needs of *events.Recorder.
+type recorder interface {
+	Record(events.Event)
+	Run(context.Context)
+}
 
 // newOps probes the kernel features once and, if cfg.Events, finds the API server.
 func newOps(cfg Config, node *plan.Node, reg prometheus.Registerer, log *slog.Logger) (*ops, error) {
@@ -56,10 +62,11 @@ func newOps(cfg Config, node *plan.Node, reg prometheus.Registerer, log *slog.Lo
 	if err != nil || sink == nil {
 		return o, err
 	}
-	o.rec = events.New(sink, events.Options{}, log.With("component", "events"))
-	if err := reg.Register(o.rec.Collector()); err != nil {
+	rec := events.New(sink, events.Options{}, log.With("component", "events"))
+	if err := reg.Register(rec.Collector()); err != nil {
 		return nil, fmt.Errorf("register event metrics: %w", err)
 	}
+	o.rec = rec
 	return o, nil
 }
 
