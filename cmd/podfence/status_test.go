@@ -91,6 +91,7 @@ func TestStatusAgainstAgent(t *testing.T) {
 
 	create(t, rt, "telco", "router", map[string]string{nri.AnnotationCPUPools: `{"fwd": {"exclusive_dp": 4}, "stats": {"shared_s": 250}}`,
 		"epc-limit.nri.io/container.fwd": "1Mi"}, "fwd", "stats")
+	create(t, rt, "telco", "packet-gen", map[string]string{nri.AnnotationCPUPools: `{"gen": {"exclusive_dp": 3}}`}, "gen")
 	create(t, rt, "telco", "rt-loop", map[string]string{nri.AnnotationCPUPools: `{"loop": {"exclusive_rt": 2}}`}, "loop")
 	create(t, rt, "shop", "web", nil, "nginx")
 
@@ -99,7 +100,7 @@ func TestStatusAgainstAgent(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &r); code != 200 || err != nil {
 		t.Fatalf("/state: %d %v\n%s", code, err, body)
 	}
-	if !r.Ready || r.Node != "node-a" || r.Source != "agent" || len(r.Pools) != 4 || len(r.Containers) != 4 ||
+	if !r.Ready || r.Node != "node-a" || r.Source != "agent" || len(r.Pools) != 4 || len(r.Containers) != 5 ||
 		r.Kernel.Cgroup.Version != "v2" || !r.Kernel.SGXEPC.Available || r.Extensions["epc"] == nil {
 		t.Errorf("/state: %s", body)
 	}
@@ -110,15 +111,15 @@ func TestStatusAgainstAgent(t *testing.T) {
 		"Node node-a: 1 sockets, 1 NUMA nodes, 8 cores, 16 CPUs (SMT2), 1 L3 groups\n",
 		"From: agent (ready) at ",
 		"  misc/sgx_epc     yes  capacity 128Mi\n",
-		"exclusive_dp: exclusive, multiThreaded, CPUs 4-11: 4 of 8 given, 1 container\n" +
+		"exclusive_dp: exclusive, multiThreaded, CPUs 4-11: 7 of 8 given, 2 containers\n" +
 			"  socket 0 NUMA 0  core  4   6   8  10\n" +
-			"                     t0  4A  6A  8. 10.\n" +
-			"                     t1  5A  7A  9. 11.\n",
+			"                     t0  4A  6A  8B 10B\n" +
+			"                     t1  5A  7A  9B 11.\n" +
+			"  A=telco/router/fwd  B=telco/packet-gen/gen\n",
 		"exclusive_rt: exclusive, singleThreaded, CPUs 12-15: 2 of 4 given, 2 idled, 1 container\n" +
 			"  socket 0 NUMA 0  core 12  14\n" +
 			"                     t0 12A 14A\n" +
 			"                     t1 13~ 15~\n",
-		"  A=telco/router/fwd\n",
 		"  telco/router/stats 250m\n",
 	} {
 		if !strings.Contains(text, want) {
@@ -135,7 +136,7 @@ func TestStatusAgainstAgent(t *testing.T) {
 		}
 	}
 	var fromJSON status.Report
-	if err := json.Unmarshal([]byte(runCmd(t, "status", "--address", addr, "-o", "json")), &fromJSON); err != nil || len(fromJSON.Containers) != 4 {
+	if err := json.Unmarshal([]byte(runCmd(t, "status", "--address", addr, "-o", "json")), &fromJSON); err != nil || len(fromJSON.Containers) != 5 {
 		t.Errorf("status -o json: %v, %d containers", err, len(fromJSON.Containers))
 	}
 
@@ -144,7 +145,7 @@ func TestStatusAgainstAgent(t *testing.T) {
 	}
 	text = runCmd(t, "status", "--address", addr, "--timeout", "1s", "--checkpoint-dir", cfg.CheckpointDir, "--pools", cfg.Pools,
 		"--sysfs", cfg.Sysfs, "--cgroup-root", cfg.CgroupRoot, "--node-name", "node-a")
-	for _, want := range []string{"From: checkpoint " + cfg.CheckpointDir, "  A=telco/router/fwd\n", "                     t1 13~ 15~\n"} {
+	for _, want := range []string{"From: checkpoint " + cfg.CheckpointDir, "  A=telco/router/fwd  B=telco/packet-gen/gen\n", "                     t1 13~ 15~\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("status from the checkpoint lacks %q:\n%s", want, text)
 		}
