@@ -144,7 +144,8 @@ func (r *Report) merge() []string {
 		warn = append(warn, err.Error())
 	}
 	for _, m := range cs.Containers {
-		at(m.Namespace, m.Pod, m.Container).Group = m.Group
+		c := at(m.Namespace, m.Pod, m.Container)
+		c.Group, c.CookieState = m.Group, m.State
 	}
 	return warn
 }

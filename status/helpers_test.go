@@ -56,7 +56,8 @@ func exampleReport(t *testing.T) status.Report {
 			{Namespace: "telco", Pod: "dpdk-router", Container: "fwd", LimitBytes: 64 << 20, InForce: true, UsageBytes: &used},
 		}},
 		status.SectionCoreSched: status.CoreSched{Containers: []status.CoreSchedContainer{
-			{Namespace: "telco", Pod: "dpdk-router", Container: "fwd", Group: "telco", State: "cookie"},
+			{Namespace: "telco", Pod: "dpdk-router", Container: "fwd", Group: "telco", State: "ok"},
+			{Namespace: "telco", Pod: "rt-control", Container: "loop", Group: "rt", State: "unsupported"},
 		}},
 		"sandbox": map[string]int{"vms": 0},
 	})

@@ -82,8 +82,10 @@ type Container struct {
 	Idled      string `json:"idledCPUs,omitempty"`
 	SharedPool string `json:"sharedPool,omitempty"`
 	MilliCPU   int64  `json:"milliCPU,omitempty"`
-	// Group is the core-scheduling group, from the "coresched" section.
-	Group string `json:"group,omitempty"`
+	// Group is the core-scheduling group and CookieState its cookie's state (ok, none,
+	// unsupported, guard-failed, failed), from the "coresched" section.
+	Group       string `json:"group,omitempty"`
+	CookieState string `json:"cookieState,omitempty"`
 	// EPC is the SGX EPC limit and use, from the "epc" section.
 	EPC *EPCContainer `json:"epc,omitempty"`
 }

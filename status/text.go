@@ -168,9 +168,18 @@ func writeContainers(w io.Writer, ctrs []Container) {
 			}
 		}
 		fmt.Fprintf(tw, "  %s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Namespace, c.Pod, c.Container, poolLabel(c),
-			orDash(c.CPUs), orDash(c.Idled), orDash(c.Group), limit, used)
+			orDash(c.CPUs), orDash(c.Idled), group(c), limit, used)
 	}
 	_ = tw.Flush()
+}
+
+// group is the container's core-scheduling group, with its cookie state unless the cookie
+// is as asked (ok, or none for the group "none").
+func group(c Container) string {
+	if c.CookieState == "" || c.CookieState == "ok" || c.CookieState == "none" {
+		return orDash(c.Group)
+	}
+	return fmt.Sprintf("%s (%s)", orDash(c.Group), c.CookieState)
 }
 
 func poolLabel(c Container) string {

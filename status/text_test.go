@@ -49,7 +49,7 @@ func TestWriteText(t *testing.T) {
 	}
 	rows := map[string][]string{ // container → its row's fields
 		"fwd":  {"telco/dpdk-router", "fwd", "exclusive_dp", "4-5,20-21", "-", "telco", "64Mi", "12Mi"},
-		"loop": {"telco/rt-control", "loop", "exclusive_rt", "12-13", "28-29", "-", "-", "-"},
+		"loop": {"telco/rt-control", "loop", "exclusive_rt", "12-13", "28-29", "rt", "(unsupported)", "-", "-"},
 		"app":  {"shop/billing", "app", "shared_caas", "(500m)", "2-3,18-19", "-", "-", "-", "-"},
 	}
 	for ctr, want := range rows {
