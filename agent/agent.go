@@ -19,6 +19,7 @@ import (
 	"github.com/podfence/podfence/epc"
 	"github.com/podfence/podfence/epc/enforce"
 	"github.com/podfence/podfence/metrics"
+	"github.com/podfence/podfence/nodeinfo"
 	"github.com/podfence/podfence/nri"
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/pools"
@@ -74,6 +75,11 @@ type Config struct {
 	// CgroupRoot defaults to CgroupRoot's.
 	CoreSched coresched.Config
 
+	// PublishNode labels and annotates the Node (NodeName) with its core-scheduling support
+	// and physical cores for the scheduler extender (package nodeinfo), through Kubeconfig or
+	// the pod's service account; skipped when neither reaches an API server.
+	PublishNode bool
+
 	// VMRuntimes are the runtime handlers (names or globs, e.g. kata, kata-*) of VM
 	// sandboxes, whose shim and hypervisor get a host cgroup under CgroupRoot sized from
 	// their pods (package sandbox/enforce). Empty: none.
@@ -119,6 +125,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	exts = append(exts, cs)
+	if cfg.PublishNode { // for the scheduler extender; never blocks (package nodeinfo)
+		cores := len(node.Topology.Cores())
+		nodeinfo.Start(ctx, cfg.Kubeconfig, cfg.NodeName, func() nodeinfo.Info {
+			r, _ := cs.State().(coresched.Report)
+			return nodeinfo.Info{CoreSched: r.Supported, PhysicalCores: cores}
+		}, log.With("component", "nodeinfo"))
+	}
 
 	exts = append(exts, cfg.Extensions...)
 	o, err := newOps(cfg, node, reg, log) // report, pool metrics, Events (ops.go)

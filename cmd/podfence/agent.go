@@ -71,6 +71,7 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress, "address serving /metrics, /healthz, /readyz and /state (empty: none)")
 	fl.BoolVar(&f.cfg.Events, "events", true, "post Kubernetes Events on pods for refusals and degraded enforcement, when the API server is reachable")
 	fl.StringVar(&f.cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for Events (default: the pod's service account, when in a pod)")
+	fl.BoolVar(&f.cfg.PublishNode, "publish-node-info", true, "label and annotate this Node (--node-name) with core-scheduling support and physical cores for podfence extender (RBAC: patch nodes), when the API server is reachable")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	addCoreSchedFlags(fl, &f) // SMT core scheduling (coresched.go)
 	fl.StringSliceVar(&f.cfg.VMRuntimes, "vm-runtimes", sandbox.DefaultRuntimes(),
