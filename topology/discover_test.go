@@ -74,7 +74,7 @@ func TestDiscoverFixtures(t *testing.T) {
 			siblings:  "4-5",
 			l3Members: map[int]string{0: "0-15"},
 			numaOf:    map[int]int{15: 0},
-			summary:   "1 sockets, 1 NUMA nodes, 8 cores, 16 CPUs (SMT2), 1 L3 groups"},
+			summary:   "1 socket, 1 NUMA node, 8 cores, 16 CPUs (SMT2), 1 L3 group"},
 	}, {
 		fixture: "vm-2cpu-nosmt",
 		want: shape{cpus: 2, cores: 2, threads: 1, sockets: []int{0}, numa: []int{0}, l3: []int{0},
@@ -82,7 +82,7 @@ func TestDiscoverFixtures(t *testing.T) {
 			siblings:  "1",
 			l3Members: map[int]string{0: "0-1"},
 			numaOf:    map[int]int{1: 0},
-			summary:   "1 sockets, 1 NUMA nodes, 2 cores, 2 CPUs (no SMT), 1 L3 groups"},
+			summary:   "1 socket, 1 NUMA node, 2 cores, 2 CPUs (no SMT), 1 L3 group"},
 	}, {
 		fixture: "epyc-4numa-multi-l3",
 		want: shape{cpus: 64, cores: 32, threads: 2, sockets: []int{0}, numa: []int{0, 1, 2, 3},
@@ -92,7 +92,7 @@ func TestDiscoverFixtures(t *testing.T) {
 			l3Members:   map[int]string{4: "4-7,36-39", 28: "28-31,60-63"},
 			numaOf:      map[int]int{7: 0, 8: 1, 40: 1, 63: 3},
 			numaMembers: map[int]string{0: "0-7,32-39", 3: "24-31,56-63"},
-			summary:     "1 sockets, 4 NUMA nodes, 32 cores, 64 CPUs (SMT2), 8 L3 groups"},
+			summary:     "1 socket, 4 NUMA nodes, 32 cores, 64 CPUs (SMT2), 8 L3 groups"},
 	}, {
 		fixture: "offline-cpus",
 		want: shape{cpus: 6, cores: 3, threads: 2, sockets: []int{0}, numa: []int{0}, l3: []int{0},
@@ -101,7 +101,7 @@ func TestDiscoverFixtures(t *testing.T) {
 			l3Members: map[int]string{0: "0-5"},
 			numaOf:    map[int]int{5: 0},
 			offline:   "6-7",
-			summary:   "1 sockets, 1 NUMA nodes, 3 cores, 6 CPUs (SMT2), 1 L3 groups, offline 6-7"},
+			summary:   "1 socket, 1 NUMA node, 3 cores, 6 CPUs (SMT2), 1 L3 group, offline 6-7"},
 	}} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			topo, err := topology.Discover(fixture(tc.fixture))

@@ -39,7 +39,7 @@ func ExampleDiscover() {
 		fmt.Printf("L3 group %d: %s\n", l3, topo.CPUsInL3(l3))
 	}
 	// Output:
-	// 1 sockets, 4 NUMA nodes, 32 cores, 64 CPUs (SMT2), 8 L3 groups
+	// 1 socket, 4 NUMA nodes, 32 cores, 64 CPUs (SMT2), 8 L3 groups
 	// L3 group 0: 0-3,32-35
 	// L3 group 4: 4-7,36-39
 }

@@ -27,7 +27,7 @@ func TestSynthetic(t *testing.T) {
 		spec: "cores=4",
 		want: shape{cpus: 4, cores: 4, threads: 1, sockets: []int{0}, numa: []int{0}, l3: []int{0},
 			cpu: topology.CPU{ID: 3, Core: 3}, siblings: "3", l3Members: map[int]string{0: "0-3"},
-			summary: "1 sockets, 1 NUMA nodes, 4 cores, 4 CPUs (no SMT), 1 L3 groups"},
+			summary: "1 socket, 1 NUMA node, 4 cores, 4 CPUs (no SMT), 1 L3 group"},
 	}, {
 		name: "adjacent numbering",
 		spec: "sockets=2,cores=2,threads=4,numbering=adjacent",
@@ -42,20 +42,20 @@ func TestSynthetic(t *testing.T) {
 			cpu: topology.CPU{ID: 29, NUMA: 1, Core: 13, L3: 12}, siblings: "13,29",
 			l3Members:   map[int]string{0: "0-3,16-19", 12: "12-15,28-31"},
 			numaMembers: map[int]string{1: "8-15,24-31"},
-			summary:     "1 sockets, 2 NUMA nodes, 16 cores, 32 CPUs (SMT2), 4 L3 groups"},
+			summary:     "1 socket, 2 NUMA nodes, 16 cores, 32 CPUs (SMT2), 4 L3 groups"},
 	}, {
 		name: "offline CPUs, a list with commas; identities move to the lowest online CPU",
 		spec: "cores=4,threads=2,offline=0,5",
 		want: shape{cpus: 6, cores: 4, threads: 2, sockets: []int{0}, numa: []int{0}, l3: []int{1},
 			cpu: topology.CPU{ID: 4, Core: 4, L3: 1}, siblings: "4",
 			l3Members: map[int]string{1: "1-4,6-7"}, offline: "0,5",
-			summary: "1 sockets, 1 NUMA nodes, 4 cores, 6 CPUs (SMT2), 1 L3 groups, offline 0,5"},
+			summary: "1 socket, 1 NUMA node, 4 cores, 6 CPUs (SMT2), 1 L3 group, offline 0,5"},
 	}, {
 		name: "a whole offline core disappears",
 		spec: "offline=6-7, cores = 4 ,threads=2,numbering=adjacent",
 		want: shape{cpus: 6, cores: 3, threads: 2, sockets: []int{0}, numa: []int{0}, l3: []int{0},
 			cpu: topology.CPU{ID: 5, Core: 4}, siblings: "4-5", offline: "6-7",
-			summary: "1 sockets, 1 NUMA nodes, 3 cores, 6 CPUs (SMT2), 1 L3 groups, offline 6-7"},
+			summary: "1 socket, 1 NUMA node, 3 cores, 6 CPUs (SMT2), 1 L3 group, offline 6-7"},
 	}, {
 		name: "largest: 8192 CPUs",
 		spec: "sockets=64,cores=16,threads=8",

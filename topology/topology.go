@@ -161,16 +161,24 @@ func (t *Topology) Placement(cpu int) string {
 
 // Summary is a one-line description: "2 sockets, 4 NUMA nodes, 64 cores, 128 CPUs (SMT2), 8 L3 groups".
 func (t *Topology) Summary() string {
-	s := fmt.Sprintf("%d sockets, %d NUMA nodes, %d cores, %d CPUs", len(t.Sockets()),
-		len(t.NUMANodes()), len(t.Cores()), t.NumCPUs())
+	s := fmt.Sprintf("%s, %s, %s, %s", count(len(t.Sockets()), "socket"),
+		count(len(t.NUMANodes()), "NUMA node"), count(len(t.Cores()), "core"), count(t.NumCPUs(), "CPU"))
 	if t.SMT() {
 		s += fmt.Sprintf(" (SMT%d)", t.ThreadsPerCore())
 	} else {
 		s += " (no SMT)"
 	}
-	s += fmt.Sprintf(", %d L3 groups", len(t.L3Groups()))
+	s += ", " + count(len(t.L3Groups()), "L3 group")
 	if t.Offline.Size() > 0 {
 		s += fmt.Sprintf(", offline %s", t.Offline)
 	}
 	return s
+}
+
+// count is "1 core", "2 cores".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
