@@ -37,11 +37,16 @@ func post(t *testing.T, s *httptest.Server, path, body string, out any) int {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if err := decodeJSON(resp, out); err != nil {
 			t.Fatalf("decode %s response: %v", path, err)
 		}
 	}
 	return resp.StatusCode
+}
+
+func decodeJSON(resp *http.Response, out any) error {
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 const webPod = `{"metadata":{"name":"w2","namespace":"shop","uid":"u2","labels":{"podfence.io/core-sched-group":"web"}},

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/podfence/podfence/coresched"
+	"github.com/podfence/podfence/extender"
+	"github.com/podfence/podfence/nodeinfo"
+	"github.com/spf13/cobra"
+)
+
+type extenderFlags struct {
+	cfg        extender.Config
+	kubeconfig string
+	logLevel   string
+}
+
+func newExtenderCmd() *cobra.Command {
+	f := extenderFlags{cfg: extender.Config{DefaultGroup: coresched.ByNamespace}}
+	cmd := &cobra.Command{
+		Use:   "extender",
+		Short: "Run the kube-scheduler extender: place pods where SMT core scheduling costs least",
+		Long: `extender serves the kube-scheduler HTTP extender API. POST /filter refuses nodes without core
+scheduling (node label podfence.io/core-sched, published by the agents) for pods that explicitly
+ask for a core-scheduling group or policy exclusive; POST /prioritize scores nodes 0..10 by cookie
+density: nodes that already run the pod's group and have fewer distinct groups per physical core
+score higher, and exclusive pods prefer free whole cores. GET /healthz answers ok.
+
+It watches bound pods and nodes and serves once its informers have synced. Every flag can
+also be set by an environment variable PODFENCE_<FLAG>.`,
+		Example: `  podfence extender --listen :8888
+  podfence extender --kubeconfig ~/.kube/config --default-group pod`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
+			return runExtender(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.cfg.Address, "listen", ":8888", "address to serve the extender API on")
+	fl.StringVar(&f.cfg.CertFile, "tls-cert", "", "PEM certificate file: serve HTTPS (with --tls-key)")
+	fl.StringVar(&f.cfg.KeyFile, "tls-key", "", "PEM private key file: serve HTTPS (with --tls-cert)")
+	fl.Var(&f.cfg.DefaultGroup, "default-group", "group of pods without core-scheduling labels, as the agents' --coresched-default-group")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig (default: the pod's service account)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+func runExtender(ctx context.Context, f extenderFlags, logOut io.Writer) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("flag --log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	if (f.cfg.CertFile == "") != (f.cfg.KeyFile == "") {
+		return fmt.Errorf("flags --tls-cert and --tls-key: give both or neither")
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	client, err := nodeinfo.NewClient(f.kubeconfig, "podfence-extender")
+	if err != nil {
+		return fmt.Errorf("flag --kubeconfig: %w", err)
+	}
+	f.cfg.Client = client
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Info("starting", "version", version, "listen", f.cfg.Address, "defaultGroup", f.cfg.DefaultGroup)
+	return extender.Run(ctx, f.cfg, log)
+}
