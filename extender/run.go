@@ -26,7 +26,7 @@ func Watch(ctx context.Context, client kubernetes.Interface, c *Cache) error {
 	pods := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = assignedLive }))
 	nodes := informers.NewSharedInformerFactory(client, 0)
-	if _, err := pods.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	podReg, err := pods.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { setPod(c, o) },
 		UpdateFunc: func(_, o any) { setPod(c, o) },
 		DeleteFunc: func(o any) {
@@ -34,10 +34,11 @@ func Watch(ctx context.Context, client kubernetes.Interface, c *Cache) error {
 				c.DeletePod(p.UID)
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("pod informer: %w", err)
 	}
-	if _, err := nodes.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	nodeReg, err := nodes.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { setNode(c, o) },
 		UpdateFunc: func(_, o any) { setNode(c, o) },
 		DeleteFunc: func(o any) {
@@ -45,17 +46,15 @@ func Watch(ctx context.Context, client kubernetes.Interface, c *Cache) error {
 				c.DeleteNode(n.Name)
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("node informer: %w", err)
 	}
 	pods.Start(ctx.Done())
 	nodes.Start(ctx.Done())
-	for _, f := range []informers.SharedInformerFactory{pods, nodes} {
-		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("sync the %v informer: %w", typ, context.Cause(ctx))
-			}
-		}
+	// The handlers, not only the informers' stores, must have seen the first lists.
+	if !cache.WaitForCacheSync(ctx.Done(), podReg.HasSynced, nodeReg.HasSynced) {
+		return fmt.Errorf("sync pods and nodes: %w", context.Cause(ctx))
 	}
 	return nil
 }
