@@ -9,11 +9,12 @@
 declare -A BG_PID=()
 
 # bg_start NAME CMD...: runs CMD in the background, stdio to $RUN/NAME.log, without fd 9
-# (run.sh's lock) so that a leaked child cannot hold the lock.
+# (run.sh's lock) so that a leaked child cannot hold the lock, nor 7 and 8 (run.sh's
+# stdout and stderr) so that none keeps a caller's pipe open.
 bg_start() {
 	local name=$1
 	shift
-	"$@" </dev/null >>"$RUN/$name.log" 2>&1 9>&- &
+	"$@" </dev/null >>"$RUN/$name.log" 2>&1 7>&- 8>&- 9>&- &
 	BG_PID[$name]=$!
 }
 
@@ -43,11 +44,12 @@ bg_stop() {
 }
 
 # wait_until SECONDS CMD...: runs CMD every 0.2 s until it succeeds; false after SECONDS.
+# (CMD runs in a subshell, so that a signal's trap never runs with its output discarded.)
 wait_until() {
 	local n=$(($1 * 5))
 	shift
 	for ((i = 0; i < n; i++)); do
-		"$@" >/dev/null 2>&1 && return 0
+		("$@") >/dev/null 2>&1 && return 0
 		sleep 0.2
 	done
 	return 1
@@ -209,6 +211,7 @@ kubelet_prepare() {
 			CREATED_DIRS=("$d" ${CREATED_DIRS[@]+"${CREATED_DIRS[@]}"})
 		fi
 	done
+	printf '%s\n' ${CREATED_DIRS[@]+"${CREATED_DIRS[@]}"} >"$RUN/created-dirs" # for a later recovery
 	# cgroupRoot must exist on every hierarchy; a new cpuset cgroup starts with no CPUs.
 	for d in /sys/fs/cgroup/*/; do
 		d=${d%/}

@@ -54,6 +54,41 @@ if ! flock -n 9; then
 	flock -w 1200 9 || pf_die "still locked after 20 min: $LOCK"
 fi
 
+# The script's stdout and stderr, for on_exit (children started here close 7 and 8).
+exec 7>&1 8>&2
+# recover_stale: what a run killed without its clean-up (SIGKILL, power loss) left: its
+# processes (they name their run dir), host sysctls (from its sysctl.saved), containerd.
+# Holding the lock, every run dir without a .finished mark is such a leftover.
+recover_stale() {
+	local d f pid k v exe
+	for d in /tmp/pf-e2e-node-run.*; do
+		[[ -d $d && $d != "$RUN" && ! -e $d/.finished ]] || continue
+		pf_log "recovering after an interrupted run: $d"
+		while read -r f; do
+			pid=${f#/proc/} pid=${pid%/cmdline}
+			exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+			case $exe in
+			"$d"/* | "$PFN_BIN"/* | "$PF_BIN"/*)
+				kill -KILL "$pid" 2>/dev/null && pf_log "killed leftover $exe (pid $pid)"
+				;;
+			esac
+		done < <(grep -lsaF -- "$d/" /proc/[0-9]*/cmdline)
+		if [[ -f $d/sysctl.saved ]]; then
+			while IFS='=' read -r k v; do
+				[[ $(sysctl -n "$k") == "$v" ]] || sysctl -qw "$k=$v" || true
+			done <"$d/sysctl.saved"
+		fi
+		if "$PF_E2E_DIR/containerd.sh" status 7>&- 8>&- 9>&-; then
+			"$PF_E2E_DIR/containerd.sh" stop 7>&- 8>&- 9>&- >&2 || true
+		fi
+		if [[ -f $d/created-dirs ]]; then
+			while read -r f; do rmdir "$f" 2>/dev/null || true; done <"$d/created-dirs"
+		fi
+		rm -rf "$d"
+	done
+	return 0
+}
+
 T0=$(pf_now_ms)
 NODE=localhost # the apiserver reaches the kubelet by its Hostname address: loopback only
 NS=pf-e2e-node
@@ -85,7 +120,7 @@ agent_start() {
 	"$RUN/podfence" agent --nri-socket "$PODFENCE_E2E_NRI_SOCKET" --pools "$RUN/pools" \
 		--node-name "$NODE" --node-label "podfence-e2e/phase=$1" --checkpoint-dir "$RUN/checkpoint" \
 		--start-binary "$RUN/podfence" --device-plugin-dir "$DP_DIR" --resource-domain podfence.io \
-		--metrics-address "127.0.0.1:$METRICS_PORT" </dev/null >>"$AGENT_LOG" 2>&1 9>&- &
+		--metrics-address "127.0.0.1:$METRICS_PORT" </dev/null >>"$AGENT_LOG" 2>&1 7>&- 8>&- 9>&- &
 	BG_PID[agent]=$!
 	if ! wait_log "$AGENT_OFF" 'msg=synchronized' 30 >/dev/null; then
 		fail "agent start (phase $1)" "no msg=synchronized within 30s; agent $(bg_running agent && echo running || echo exited)"
@@ -358,6 +393,9 @@ leftovers() {
 on_exit() {
 	local rc=$? left changed f
 	trap - EXIT INT TERM
+	# A signal may arrive while a command with redirections runs in this shell (a function
+	# called as `f >/dev/null`): the trap then inherits them. Back to the script's own.
+	exec 1>&7 2>&8
 	((finished)) || fail "run" "aborted before the end (exit $rc); see the log tails"
 	if ((FAILED > 0 || rc != 0)); then
 		for f in agent webhook kubelet kube-apiserver; do
@@ -370,7 +408,7 @@ on_exit() {
 	step "clean-up"
 	bg_stop kubelet 15
 	agent_stop
-	if ((started)); then "$PF_E2E_DIR/containerd.sh" stop >&2 || true; fi
+	if ((started)); then "$PF_E2E_DIR/containerd.sh" stop 7>&- 8>&- 9>&- >&2 || true; fi
 	bg_stop webhook 5
 	bg_stop kube-apiserver 15
 	bg_stop etcd 10
@@ -381,7 +419,7 @@ on_exit() {
 	for f in agent webhook kubelet kube-apiserver etcd; do
 		[[ -f $RUN/$f.log ]] && cp "$RUN/$f.log" "$PF_WORK/$f.log"
 	done
-	if [[ ${PODFENCE_E2E_KEEP:-0} != 1 ]]; then rm -rf "$RUN"; fi
+	if [[ ${PODFENCE_E2E_KEEP:-0} != 1 ]]; then rm -rf "$RUN"; else touch "$RUN/.finished"; fi
 	if ((${#SYSCTL_SAVED[@]})); then
 		if [[ -z $(sysctls_changed) ]]; then
 			pass "host sysctls restored" "the kubelet had changed: ${changed:-nothing}; now $(for k in "${KUBELET_SYSCTLS[@]}"; do printf '%s=%s ' "$k" "$(sysctl -n "$k")"; done | sed 's/ $//')"
@@ -417,6 +455,7 @@ tools() {
 	(cd "$REPO" && CGO_ENABLED=0 go build -o "$RUN/podfence" ./cmd/podfence) || pf_die "CGO_ENABLED=0 go build ./cmd/podfence failed"
 	pf_log "podfence built in $(pf_elapsed "$t")s"
 }
+recover_stale
 step "tools (cached) and a static podfence"
 timed tools tools
 
@@ -519,7 +558,7 @@ orphan_containerd() {
 containerd_start() {
 	local try pid
 	for try in 1 2; do
-		if env=$("$PF_E2E_DIR/containerd.sh" start 9>&-); then
+		if env=$("$PF_E2E_DIR/containerd.sh" start 7>&- 8>&- 9>&-); then
 			eval "$env"
 			return 0
 		fi
@@ -528,7 +567,7 @@ containerd_start() {
 			kill -TERM "$pid" 2>/dev/null || true
 			wait_until 10 test ! -d "/proc/$pid" || kill -KILL "$pid" 2>/dev/null || true
 		done
-		"$PF_E2E_DIR/containerd.sh" stop 9>&- >&2 || true
+		"$PF_E2E_DIR/containerd.sh" stop 7>&- 8>&- 9>&- >&2 || true
 	done
 	return 1
 }
