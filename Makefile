@@ -38,6 +38,10 @@ bench:
 e2e:
 	bash e2e/run.sh
 
+# A real one-node Kubernetes (etcd, kube-apiserver, kubelet v1.31) with the agent and webhook (root; cached).
+e2e-node:
+	bash e2e/node/run.sh
+
 # Real-kernel tests: each package's tests run as init of a small SMT kernel under QEMU
 # (core scheduling, cgroup v2, misc). The kernel is built once and cached. An entry
 # PKG:REGEXP runs only the tests matching REGEXP there.
