@@ -120,7 +120,7 @@ agent_start() {
 	"$RUN/podfence" agent --nri-socket "$PODFENCE_E2E_NRI_SOCKET" --pools "$RUN/pools" \
 		--node-name "$NODE" --node-label "podfence-e2e/phase=$1" --checkpoint-dir "$RUN/checkpoint" \
 		--start-binary "$RUN/podfence" --device-plugin-dir "$DP_DIR" --resource-domain podfence.io \
-		--metrics-address "127.0.0.1:$METRICS_PORT" </dev/null >>"$AGENT_LOG" 2>&1 7>&- 8>&- 9>&- &
+		--metrics-address "127.0.0.1:$METRICS_PORT" --kubeconfig "$RUN/agent.kubeconfig" </dev/null >>"$AGENT_LOG" 2>&1 7>&- 8>&- 9>&- &
 	BG_PID[agent]=$!
 	if ! wait_log "$AGENT_OFF" 'msg=synchronized' 30 >/dev/null; then
 		fail "agent start (phase $1)" "no msg=synchronized within 30s; agent $(bg_running agent && echo running || echo exited)"
@@ -139,16 +139,18 @@ webhook_start() {
 
 # --- pods ---------------------------------------------------------------------------------
 
-# pod_yaml NAME NODE LIMITS LABELS: a busybox `sleep` pod on the host network (no CNI here),
-# with no API token; LIMITS and LABELS are YAML flow maps; NODE empty: never bound.
+# pod_yaml NAME NODE LIMITS [LABELS [NAMESPACE [ANNOTATIONS]]]: a busybox `sleep` pod on the
+# host network (no CNI here), with no API token; LIMITS, LABELS and ANNOTATIONS are YAML
+# flow maps; NODE empty: never bound.
 pod_yaml() {
 	cat <<EOF
 apiVersion: v1
 kind: Pod
 metadata:
   name: $1
-  namespace: $NS
+  namespace: ${5:-$NS}
   labels: ${4:-{\}}
+  annotations: ${6:-{\}}
 spec:
   ${2:+nodeName: $2}
   hostNetwork: true
@@ -165,7 +167,8 @@ spec:
 EOF
 }
 
-# apply NAME NODE LIMITS [LABELS]: kubectl apply of pod_yaml; APPLY_OUT holds kubectl's output.
+# apply NAME NODE LIMITS [LABELS [NAMESPACE [ANNOTATIONS]]]: kubectl apply of pod_yaml;
+# APPLY_OUT holds kubectl's output.
 APPLY_OUT=""
 apply() {
 	mkdir -p "$RUN/pods"
@@ -249,6 +252,7 @@ allocated() {
 		'[.pods[] | select($p == "" or (.name == $p and .namespace == $ns)) | .containers[].devices[]
 		  | select(.resource == $r) | .ids[]] | sort_by(tonumber? // .) | join(",")'
 }
+test_allocated_ids() { [[ $(allocated "$1" "$2") == "$3" ]]; }
 # allocated_count RESOURCE: how many devices of RESOURCE the kubelet has allocated.
 allocated_count() { podres | jq --arg r "$1" '[.pods[].containers[].devices[] | select(.resource == $r) | .ids[]] | length'; }
 
@@ -368,6 +372,43 @@ whole_cores() {
 		done
 	done
 	echo yes
+}
+
+# expect_node_info: the agent labelled and annotated its Node (through deploy/'s RBAC): core
+# scheduling support, and the physical cores (SMT siblings once) as sysfs counts them.
+expect_node_info() {
+	local want label cores
+	want=$(cat /sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list | sort -u | grep -c .)
+	wait_until 30 test_node_info || true
+	label=$(kc get node "$NODE" -o json | jq -r '.metadata.labels["podfence.io/core-sched"] // "<none>"')
+	cores=$(kc get node "$NODE" -o json | jq -r '.metadata.annotations["podfence.io/physical-cores"] // "<none>"')
+	if [[ $label =~ ^(un)?supported$ && $cores == "$want" ]]; then
+		pass "agent: node info published with deploy/'s RBAC" "node $NODE label podfence.io/core-sched=$label, annotation podfence.io/physical-cores=$cores"
+	else
+		fail "agent: node info published with deploy/'s RBAC" "label podfence.io/core-sched=$label (want supported|unsupported), annotation podfence.io/physical-cores=$cores (want $want); agent: $(grep -a 'node info' "$AGENT_LOG" | tail -n 1)"
+	fi
+}
+test_node_info() { [[ $(kc get node "$NODE" -o jsonpath='{.metadata.annotations.podfence\.io/physical-cores}') != "" ]]; }
+
+# expect_refusal_event WHAT NAME: pod NAME (namespace podfence-system) gets a Warning Event
+# from the agent, and its container waits in CreateContainerError naming the annotation.
+expect_refusal_event() {
+	local ev state
+	wait_until 45 test_event "$2" || true
+	ev=$(kc get events -n podfence-system --field-selector "involvedObject.name=$2" -o json |
+		jq -r '[.items[] | select(.type == "Warning" and ((.source.component // "") + (.reportingComponent // "") | test("podfence")))
+		  | "\(.reason): \(.message)"] | first // ""')
+	state=$(kc get pod -n podfence-system "$2" -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}' 2>/dev/null)
+	if [[ -n $ev && $ev == *podfence.io/cpu-pools* && $state == CreateContainerError ]]; then
+		pass "$1" "container waiting=$state; Event $ev"
+	else
+		fail "$1" "container waiting=${state:-<none>} (want CreateContainerError); Event from podfence: ${ev:-<none>}"
+	fi
+}
+test_event() {
+	kc get events -n podfence-system --field-selector "involvedObject.name=$1" -o json |
+		jq -e '[.items[] | select(.type == "Warning" and ((.source.component // "") + (.reportingComponent // "") | test("podfence")))] | length > 0' &&
+		[[ $(kc get pod -n podfence-system "$1" -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}') == CreateContainerError ]]
 }
 
 # --- clean-up and summary -----------------------------------------------------------------
@@ -538,6 +579,12 @@ deploy() {
 }
 step "deploy/ (kubectl apply -k), webhook certificate from hack/certs.sh"
 timed deploy deploy
+# The agent talks to the API server as deploy/'s ServiceAccount (a TokenRequest token), so
+# that its RBAC is what is tested: Events and its Node's info, nothing else.
+AGENT_TOKEN=$(kc create token podfence-agent -n podfence-system --duration 2h) ||
+	pf_die "no token for podfence-system/podfence-agent (deploy/ applied?)"
+kubeconfig "$RUN/agent.kubeconfig" "$AGENT_TOKEN"
+kc create serviceaccount default -n podfence-system >/dev/null # for the refused pod below
 
 # orphan_containerd: PIDs of containerd processes running our config that containerd.sh does
 # not know of (see containerd_start).
@@ -601,6 +648,16 @@ phase_a() {
 		"$(podres | jq -r '[.allocatable[] | select(.resource == "podfence.io/exclusive_a") | .ids[]] | join(",")')" "$X" "podfence.io/exclusive_a devices"
 	expect_eq "kubelet reservation: allocatable cpu = capacity - pooled CPUs (systemReserved cpu=$POOLED)" \
 		"$(node_res capacity cpu)/$(node_res allocatable cpu)" "$NCPU/$((NCPU - POOLED))" "capacity/allocatable cpu"
+	expect_node_info
+
+	# The webhook's own namespace is excluded from its configurations: there the agent is
+	# the last line. It refuses the container and says so with an Event (deploy/'s RBAC).
+	if apply refused "$NODE" "{}" "{}" podfence-system '{podfence.io/cpu-pools: "{not json"}'; then
+		expect_refusal_event "bad annotation where the webhook does not look: the agent refuses, with an Event" refused
+		kc delete pod -n podfence-system refused --wait=true --timeout=60s >/dev/null 2>&1 || true
+	else
+		fail "refused pod: stored" "kubectl apply failed: $APPLY_OUT"
+	fi
 
 	# A pod asking for no pool: default pool, nothing written by the webhook.
 	if launch_pod "default pod runs" def "$NODE" "{}"; then
@@ -660,6 +717,8 @@ phase_a() {
 	expect_log "kubelet restart: the device plugin registers again" "$off" "msg=\"registered with the kubelet\".*resource=podfence.io/exclusive_a" 30
 	expect_capacity "kubelet restart: exclusive_a advertised again" podfence.io/exclusive_a 1 1
 	expect_ctr "kubelet restart: the exclusive pod did not move" excl-3 pid="$pid" cpuset.cpus="$X" Cpus_allowed_list="$X"
+	# (pod-resources lists a pod once the restarted kubelet has it from the API server again)
+	wait_until 30 test_allocated_ids podfence.io/exclusive_a excl-3 "$X" || true
 	expect_eq "kubelet restart: the allocation survives" "$(allocated podfence.io/exclusive_a excl-3)" "$X" "device IDs"
 
 	delete_pods def excl-3
