@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/podfence/podfence/checkpoint"
 	"github.com/podfence/podfence/coresched"
-	"github.com/podfence/podfence/deviceplugin"
 	"github.com/podfence/podfence/epc"
 	"github.com/podfence/podfence/epc/enforce"
 	"github.com/podfence/podfence/metrics"
@@ -150,31 +148,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer closeMetrics(srv, log)
 	}
-	var reloaders []reloader = []reloader{a}
+	reloaders := []reloader{a}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go o.run(ctx, a)
-	dpDone := make(chan error, 1)
-	if _, err := os.Stat(cfg.DevicePluginDir); cfg.DevicePluginDir != "" && err != nil {
-		log.Warn("no kubelet device-plugin directory: pools are not advertised to the kubelet", "err", err)
-		cfg.DevicePluginDir = ""
+	dp, dpDone, err := startDevicePlugin(ctx, cancel, cfg, node, log)
+	if err != nil {
+		return err
 	}
-	if cfg.DevicePluginDir != "" {
-		dp, err := deviceplugin.New(node, deviceplugin.Options{Dir: cfg.DevicePluginDir, Domain: cfg.ResourceDomain,
-			Online: deviceplugin.SysfsOnline(cfg.Sysfs)}, log.With("component", "deviceplugin"))
-		if err != nil {
-			return fmt.Errorf("device plugin: %w", err)
-		}
+	if dp != nil {
 		reloaders = append(reloaders, dp)
-		go func() {
-			err := dp.Run(ctx)
-			if err != nil {
-				cancel()
-			}
-			dpDone <- err
-		}()
-	} else {
-		dpDone <- nil
 	}
 	if cfg.PoolsReloadInterval > 0 {
 		go watchPools(ctx, cfg, node, reloaders, cfg.PoolsReloadInterval, log)
@@ -182,7 +165,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	runErr := a.Run(ctx, cfg.Connection)
 	cancel()
 	if err := <-dpDone; err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("device plugin: %w", err))
+		runErr = errors.Join(runErr, err)
 	}
 	if err := a.Close(); err != nil {
 		return errors.Join(runErr, fmt.Errorf("shutdown: %w", err))

@@ -69,11 +69,8 @@ func TestLoadNodeSelectsByNodeName(t *testing.T) {
 
 func TestRunServesTheRuntime(t *testing.T) {
 	cfg := config(t)
-	cfg.DevicePluginDir = filepath.Join(filepath.Dir(cfg.Socket), "dp")
-	if err := os.Mkdir(cfg.DevicePluginDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	synced := make(chan struct{}, 2) // at start-up (no plugins yet), then for the agent
+	cfg.DevicePluginDir = filepath.Join(filepath.Dir(cfg.Socket), "dp") // made once the agent runs, as a late kubelet does
+	synced := make(chan struct{}, 2)                                    // at start-up (no plugins yet), then for the agent
 	rt, err := adaptation.New("test-runtime", "1", func(ctx context.Context, cb adaptation.SyncCB) error {
 		_, err := cb(ctx, nil, nil)
 		synced <- struct{}{}
@@ -99,6 +96,9 @@ func TestRunServesTheRuntime(t *testing.T) {
 		}
 	}
 	rt.BlockPluginSync().Unblock()
+	if err := os.Mkdir(cfg.DevicePluginDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, sock := range []string{"podfence-exclusive_a.sock", "podfence-shared_s.sock"} {
 		waitFile(t, filepath.Join(cfg.DevicePluginDir, sock), true)
 	}
