@@ -109,7 +109,7 @@ func TestClientErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = c.Post(context.Background(), events.Event{Namespace: "ns", Pod: "p"}, time.Now())
-	if err == nil || err.Error() != `post event to /api/v1/namespaces/ns/events: 403 Forbidden: events is forbidden: User "system:serviceaccount:x:y" cannot create resource "events"` {
+	if err == nil || err.Error() != `post event: POST /api/v1/namespaces/ns/events: 403 Forbidden: events is forbidden: User "system:serviceaccount:x:y" cannot create resource "events"` {
 		t.Errorf("error %v", err)
 	}
 	untrusted, err := events.NewClient(events.Config{Host: srv.URL}, "podfence-agent", "n")

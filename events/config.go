@@ -1,163 +1,21 @@
 package events
 
-import (
-	"errors"
-	"fmt"
-	"net"
-	"os"
-	"path/filepath"
+import "github.com/podfence/podfence/kubeapi"
 
-	"sigs.k8s.io/yaml"
-)
-
-// Config says how to reach the API server.
-type Config struct {
-	// Host is the server's URL: https://host:port.
-	Host string
-	// CAData verifies the server (PEM); Insecure skips verification.
-	CAData   []byte
-	Insecure bool
-	// Token, or TokenFile (re-read on each request), is a bearer token.
-	Token, TokenFile string
-	// CertData and KeyData are a client certificate and key (PEM).
-	CertData, KeyData []byte
-}
+// Config says how to reach the API server: a kubeapi.Config. It and the names below stand
+// for package kubeapi's, for callers of this package that have not moved to it.
+type Config = kubeapi.Config
 
 // ServiceAccountDir is where the kubelet mounts a pod's service-account credentials.
-const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+const ServiceAccountDir = kubeapi.ServiceAccountDir
 
-// ErrNotInCluster: the process does not run in a pod (no KUBERNETES_SERVICE_HOST/PORT).
-var ErrNotInCluster = errors.New("not in a Kubernetes pod: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset")
+// ErrNotInCluster is kubeapi.ErrNotInCluster: the process does not run in a pod.
+var ErrNotInCluster = kubeapi.ErrNotInCluster
 
-// InCluster is the config of a process in a pod: the API service from the environment
-// (getenv) and the service account's token and CA from dir (ServiceAccountDir).
+// InCluster is kubeapi.InCluster: the config of a process in a pod.
 func InCluster(dir string, getenv func(string) string) (Config, error) {
-	host, port := getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")
-	if host == "" || port == "" {
-		return Config{}, ErrNotInCluster
-	}
-	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		return Config{}, fmt.Errorf("in-cluster config: %w", err)
-	}
-	token := filepath.Join(dir, "token")
-	if _, err := os.Stat(token); err != nil {
-		return Config{}, fmt.Errorf("in-cluster config: %w", err)
-	}
-	return Config{Host: "https://" + net.JoinHostPort(host, port), CAData: ca, TokenFile: token}, nil
+	return kubeapi.InCluster(dir, getenv)
 }
 
-// kubeconfig is the part of a kubeconfig file (clientcmd's v1 Config) that Kubeconfig reads.
-type kubeconfig struct {
-	CurrentContext string `json:"current-context"`
-	Contexts       []struct {
-		Name    string `json:"name"`
-		Context struct {
-			Cluster string `json:"cluster"`
-			User    string `json:"user"`
-		} `json:"context"`
-	} `json:"contexts"`
-	Clusters []struct {
-		Name    string `json:"name"`
-		Cluster struct {
-			Server     string `json:"server"`
-			CA         string `json:"certificate-authority"`
-			CAData     []byte `json:"certificate-authority-data"`
-			Insecure   bool   `json:"insecure-skip-tls-verify"`
-			ProxyURL   string `json:"proxy-url"`
-			ServerName string `json:"tls-server-name"`
-		} `json:"cluster"`
-	} `json:"clusters"`
-	Users []struct {
-		Name string `json:"name"`
-		User struct {
-			Token     string         `json:"token"`
-			TokenFile string         `json:"tokenFile"`
-			Cert      string         `json:"client-certificate"`
-			CertData  []byte         `json:"client-certificate-data"`
-			Key       string         `json:"client-key"`
-			KeyData   []byte         `json:"client-key-data"`
-			Exec      map[string]any `json:"exec"`
-			Provider  map[string]any `json:"auth-provider"`
-		} `json:"user"`
-	} `json:"users"`
-}
-
-// Kubeconfig reads the current context of the kubeconfig file at path: its server, CA,
-// and a token or client certificate. File paths in it are relative to its directory.
-// Exec plugins and auth providers are not supported.
-func Kubeconfig(path string) (Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("kubeconfig: %w", err)
-	}
-	var kc kubeconfig
-	if err := yaml.Unmarshal(b, &kc); err != nil {
-		return Config{}, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	cfg, err := kc.current(filepath.Dir(path))
-	if err != nil {
-		return Config{}, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	return cfg, nil
-}
-
-func (kc *kubeconfig) current(dir string) (Config, error) {
-	var cluster, user string
-	found := false
-	for _, c := range kc.Contexts {
-		if c.Name == kc.CurrentContext {
-			cluster, user, found = c.Context.Cluster, c.Context.User, true
-		}
-	}
-	if !found {
-		return Config{}, fmt.Errorf("current-context %q: no such context", kc.CurrentContext)
-	}
-	var cfg Config
-	read := func(file string, data []byte) ([]byte, error) {
-		if len(data) > 0 || file == "" {
-			return data, nil
-		}
-		if !filepath.IsAbs(file) {
-			file = filepath.Join(dir, file)
-		}
-		return os.ReadFile(file)
-	}
-	found = false
-	for _, c := range kc.Clusters {
-		if c.Name != cluster {
-			continue
-		}
-		found, cfg.Host, cfg.Insecure = true, c.Cluster.Server, c.Cluster.Insecure
-		var err error
-		if cfg.CAData, err = read(c.Cluster.CA, c.Cluster.CAData); err != nil {
-			return Config{}, fmt.Errorf("cluster %q: %w", cluster, err)
-		}
-		if c.Cluster.ProxyURL != "" || c.Cluster.ServerName != "" {
-			return Config{}, fmt.Errorf("cluster %q: proxy-url and tls-server-name are not supported", cluster)
-		}
-	}
-	if !found {
-		return Config{}, fmt.Errorf("context %q: no cluster %q", kc.CurrentContext, cluster)
-	}
-	for _, u := range kc.Users {
-		if u.Name != user {
-			continue
-		}
-		if u.User.Exec != nil || u.User.Provider != nil {
-			return Config{}, fmt.Errorf("user %q: exec plugins and auth providers are not supported; give a token or a client certificate", user)
-		}
-		cfg.Token, cfg.TokenFile = u.User.Token, u.User.TokenFile
-		if cfg.TokenFile != "" && !filepath.IsAbs(cfg.TokenFile) {
-			cfg.TokenFile = filepath.Join(dir, cfg.TokenFile)
-		}
-		var err error
-		if cfg.CertData, err = read(u.User.Cert, u.User.CertData); err == nil {
-			cfg.KeyData, err = read(u.User.Key, u.User.KeyData)
-		}
-		if err != nil {
-			return Config{}, fmt.Errorf("user %q: %w", user, err)
-		}
-	}
-	return cfg, nil
-}
+// Kubeconfig is kubeapi.Kubeconfig: the config of the current context of a kubeconfig file.
+func Kubeconfig(path string) (Config, error) { return kubeapi.Kubeconfig(path) }

@@ -5,7 +5,9 @@
 //	annotation podfence.io/physical-cores=<n>                   physical cores (SMT siblings count once)
 //
 // The agent writes both with a JSON merge patch on its Node (RBAC: patch on nodes), at
-// start-up and whenever they change; it needs no other access to the API server.
+// start-up and whenever they change; it needs no other access to the API server. The patch
+// is a plain REST call (package kubeapi): this package must not import client-go, whose
+// weight in the agent's resident memory is out of its budget.
 package nodeinfo
 
 import (

@@ -3,18 +3,21 @@ package nodeinfo_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/podfence/podfence/kubeapi"
 	"github.com/podfence/podfence/nodeinfo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestMergePatch(t *testing.T) {
@@ -45,34 +48,21 @@ func TestRead(t *testing.T) {
 }
 
 // TestPublisher: the first patch fails and is retried; a change of Info is published; the
-// node ends with the label and annotation.
+// node ends with the label and annotation, its other labels kept.
 func TestPublisher(t *testing.T) {
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"keep": "me"}}})
-	var patches atomic.Int32
-	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if patches.Add(1) == 1 {
-			return true, nil, errors.New("apiserver down")
-		}
-		return false, nil, nil // on to the tracker
-	})
+	srv := newAPIServer(t, "n1")
+	srv.failNext(http.StatusInternalServerError)
 	var supported atomic.Bool
-	p := &nodeinfo.Publisher{Client: client, Node: "n1", Every: 5 * time.Millisecond, Retry: time.Millisecond,
+	p := &nodeinfo.Publisher{Client: client(t, srv), Node: "n1", Every: 5 * time.Millisecond, Retry: time.Millisecond,
 		Info: func() nodeinfo.Info { return nodeinfo.Info{CoreSched: supported.Load(), PhysicalCores: 4} },
-		Log:  slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log:  slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
 
-	node := func() *corev1.Node {
-		n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 	wait := func(what, label string) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); node().Labels[nodeinfo.LabelCoreSched] != label; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); srv.Node(t).Labels[nodeinfo.LabelCoreSched] != label; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s", what)
 			}
@@ -81,26 +71,115 @@ func TestPublisher(t *testing.T) {
 	wait("the retried patch", "unsupported")
 	supported.Store(true)
 	wait("the change", "supported")
-	n := node()
-	if n.Annotations[nodeinfo.AnnotationPhysicalCores] != "4" || n.Labels["keep"] != "me" {
+	n := srv.Node(t)
+	if info, ok, err := nodeinfo.Read(n); !ok || err != nil || info != (nodeinfo.Info{CoreSched: true, PhysicalCores: 4}) || n.Labels["keep"] != "me" {
 		t.Errorf("node = %v %v, want the core count and the other labels kept", n.Labels, n.Annotations)
 	}
 	time.Sleep(30 * time.Millisecond) // a few periods without a change
-	if got := patches.Load(); got != 3 {
-		t.Errorf("%d patches, want 3 (failed, first, change)", got)
-	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v", err)
 	}
+	const patch = "PATCH /api/v1/nodes/n1?fieldManager=podfence-agent application/merge-patch+json"
+	if got := srv.requests(); !slices.Equal(got, []string{patch, patch, patch}) {
+		t.Errorf("requests %q, want 3 patches (failed, first, change)", got)
+	}
 }
 
-func TestNewClient(t *testing.T) {
+// TestPublisherBackoff: failed patches are retried after 1, 2, 4, 4... periods of Retry.
+func TestPublisherBackoff(t *testing.T) {
+	srv := newAPIServer(t, "n1")
+	srv.failNext(403, 403, 403, 403, 403)
+	var logs logRecords
+	p := &nodeinfo.Publisher{Client: client(t, srv), Node: "n1", Retry: time.Millisecond, MaxRetry: 4 * time.Millisecond,
+		Info: func() nodeinfo.Info { return nodeinfo.Info{} }, Log: slog.New(&logs)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = p.Run(ctx) }()
+	for deadline := time.Now().Add(5 * time.Second); len(logs.get()) < 6; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: log %q", logs.get())
+		}
+	}
+	cancel()
+	const failed = `WARN publish node info err=patch node n1: PATCH /api/v1/nodes/n1?fieldManager=podfence-agent: 403 Forbidden: nodes "n1" is forbidden: no retryIn=`
+	want := []string{failed + "1ms", failed + "2ms", failed + "4ms", failed + "4ms", failed + "4ms",
+		"INFO published node info podfence.io/core-sched=false podfence.io/physical-cores=0"}
+	if got := logs.get()[:6]; !slices.Equal(got, want) {
+		t.Errorf("log\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestStart: without a node name or an API server Start returns quietly; with a kubeconfig
+// it publishes in the background.
+func TestStart(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	if _, err := nodeinfo.NewClient("", "test"); !errors.Is(err, nodeinfo.ErrNoAPIServer) {
-		t.Errorf("outside a pod: %v, want ErrNoAPIServer", err)
+	srv := newAPIServer(t, "n1")
+	info := func() nodeinfo.Info { return nodeinfo.Info{CoreSched: true, PhysicalCores: 8} }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs logRecords
+	log := slog.New(&logs)
+	nodeinfo.Start(ctx, "", "", info, log)
+	nodeinfo.Start(ctx, "", "n1", info, log)
+	missing := filepath.Join(t.TempDir(), "none")
+	nodeinfo.Start(ctx, missing, "n1", info, log)
+	want := []string{"DEBUG node info not published: no node name",
+		"DEBUG node info not published: no kubeconfig and not in a pod",
+		"WARN node info not published err=kubeconfig: open " + missing + ": no such file or directory"}
+	if got := logs.get(); !slices.Equal(got, want) {
+		t.Errorf("log\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if _, err := nodeinfo.NewClient(t.TempDir()+"/none", "test"); err == nil {
-		t.Error("missing kubeconfig: no error")
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	text := `{current-context: c, contexts: [{name: c, context: {cluster: k, user: u}}], clusters: [{name: k, cluster: {server: "` +
+		srv.URL + `"}}], users: [{name: u, user: {token: t}}]}`
+	if err := os.WriteFile(kubeconfig, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	nodeinfo.Start(ctx, kubeconfig, "n1", info, log)
+	for deadline := time.Now().Add(5 * time.Second); srv.Node(t).Annotations[nodeinfo.AnnotationPhysicalCores] != "8"; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the patch; log %q", logs.get())
+		}
+	}
+}
+
+func client(t *testing.T, srv *apiServer) *kubeapi.Client {
+	t.Helper()
+	c, err := kubeapi.New(kubeapi.Config{Host: srv.URL}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// logRecords is a slog.Handler that keeps records as "LEVEL message key=value...".
+type logRecords struct {
+	mu  sync.Mutex
+	rec []string
+}
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecords) WithGroup(string) slog.Handler            { return l }
+
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	s := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key != "node" {
+			s += " " + a.String()
+		}
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rec = append(l.rec, s)
+	return nil
+}
+
+func (l *logRecords) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.rec)
 }

@@ -5,19 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"github.com/podfence/podfence/kubeapi"
 )
 
 // Publisher keeps a Node's core-scheduling label and core-count annotation in step with
 // Info. It is off every hot path: it reads Info every Every and patches only on a change.
 type Publisher struct {
-	Client kubernetes.Interface
+	Client *kubeapi.Client
 	Node   string
 	Info   func() Info
 	Every  time.Duration // how often Info is re-read (default 30 s)
@@ -54,46 +52,25 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 }
 
-// Publish patches the Node once.
+// Publish patches the Node once (merge patch; RBAC: patch on nodes).
 func (p *Publisher) Publish(ctx context.Context, info Info) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := p.Client.CoreV1().Nodes().Patch(ctx, p.Node, types.MergePatchType, MergePatch(info), metav1.PatchOptions{FieldManager: "podfence-agent"})
-	if err != nil {
+	path := "/api/v1/nodes/" + url.PathEscape(p.Node) + "?fieldManager=" + fieldManager
+	if _, err := p.Client.Call(ctx, http.MethodPatch, path, "application/merge-patch+json", MergePatch(info)); err != nil {
 		return fmt.Errorf("patch node %s: %w", p.Node, err)
 	}
 	return nil
 }
+
+// fieldManager names the agent in the Node's managedFields.
+const fieldManager = "podfence-agent"
 
 func or(d, def time.Duration) time.Duration {
 	if d > 0 {
 		return d
 	}
 	return def
-}
-
-// ErrNoAPIServer: no kubeconfig was given and the process does not run in a pod.
-var ErrNoAPIServer = errors.New("no kubeconfig and not in a pod")
-
-// NewClient connects to the API server of kubeconfig or, when it is empty, of the pod the
-// process runs in (ErrNoAPIServer outside a pod).
-func NewClient(kubeconfig, userAgent string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else if cfg, err = rest.InClusterConfig(); errors.Is(err, rest.ErrNotInCluster) {
-		return nil, ErrNoAPIServer
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	cfg.UserAgent = userAgent
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return c, nil
 }
 
 // Start runs a Publisher for node in the background when an API server is reachable from
@@ -104,10 +81,14 @@ func Start(ctx context.Context, kubeconfig, node string, info func() Info, log *
 		log.Debug("node info not published: no node name")
 		return
 	}
-	c, err := NewClient(kubeconfig, "podfence-agent")
-	if errors.Is(err, ErrNoAPIServer) {
-		log.Debug("node info not published", "reason", err)
+	cfg, err := kubeapi.Load(kubeconfig)
+	if errors.Is(err, kubeapi.ErrNotInCluster) {
+		log.Debug("node info not published: no kubeconfig and not in a pod")
 		return
+	}
+	var c *kubeapi.Client
+	if err == nil {
+		c, err = kubeapi.New(cfg, "podfence-agent")
 	}
 	if err != nil {
 		log.Warn("node info not published", "err", err)

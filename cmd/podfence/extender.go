@@ -11,7 +11,7 @@ import (
 
 	"github.com/podfence/podfence/coresched"
 	"github.com/podfence/podfence/extender"
-	"github.com/podfence/podfence/nodeinfo"
+	"github.com/podfence/podfence/kubeapi/clientset"
 	"github.com/spf13/cobra"
 )
 
@@ -63,7 +63,7 @@ func runExtender(ctx context.Context, f extenderFlags, logOut io.Writer) error {
 		return fmt.Errorf("flags --tls-cert and --tls-key: give both or neither")
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-	client, err := nodeinfo.NewClient(f.kubeconfig, "podfence-extender")
+	client, err := clientset.New(f.kubeconfig, "podfence-extender")
 	if err != nil {
 		return fmt.Errorf("flag --kubeconfig: %w", err)
 	}
