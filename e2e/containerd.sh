@@ -252,7 +252,9 @@ launch() {
 	pid=$!
 	echo "$pid" >"$PF_CONTAINERD_PID"
 	for _ in $(seq 1 300); do
-		if ! pf_containerd_running; then
+		# The pid exists and is no zombie: right after the fork it may still show setsid's
+		# cmdline, so pf_containerd_running (which wants containerd's) would be premature.
+		if ! kill -0 "$pid" 2>/dev/null || [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]]; then
 			pf_log_tail 40
 			rm -f "$PF_CONTAINERD_PID"
 			pf_log "containerd exited during startup"
