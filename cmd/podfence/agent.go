@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/podfence/podfence/internal/cliflags"
 	"io"
 	"log/slog"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"github.com/podfence/podfence/metrics"
 	"github.com/podfence/podfence/sandbox"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 type agentFlags struct {
@@ -45,7 +45,7 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
   podfence agent --nri-socket /run/nri/nri.sock --pools poolconfig-a.yaml --node-label nodeType=caas`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := flagsFromEnv(cmd.Flags(), os.LookupEnv); err != nil {
+			if err := cliflags.FromEnv(cmd.Flags(), os.LookupEnv); err != nil {
 				return err
 			}
 			return runAgent(cmd.Context(), f, cmd.ErrOrStderr())
@@ -108,28 +108,4 @@ func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 		"startBinary", f.cfg.StartBinary, "cgroupRoot", f.cfg.CgroupRoot, "epcPolicy", f.cfg.EPCPolicy,
 		"metrics", f.cfg.MetricsAddress, "vmRuntimes", strings.Join(f.cfg.VMRuntimes, ","))
 	return agent.Run(ctx, f.cfg, log)
-}
-
-// flagsFromEnv sets each flag not given on the command line from PODFENCE_<NAME> (upper
-// case, '-' → '_'); a repeatable flag takes a comma-separated list.
-func flagsFromEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
-	var err error
-	fs.VisitAll(func(fl *pflag.Flag) {
-		name := "PODFENCE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
-		v, ok := lookup(name)
-		if err != nil || fl.Changed || !ok {
-			return
-		}
-		values := []string{v}
-		if fl.Value.Type() == "stringArray" {
-			values = strings.Split(v, ",")
-		}
-		for _, one := range values {
-			if serr := fs.Set(fl.Name, strings.TrimSpace(one)); serr != nil {
-				err = fmt.Errorf("environment %s=%q: %w", name, v, serr)
-				return
-			}
-		}
-	})
-	return err
 }

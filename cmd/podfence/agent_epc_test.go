@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/podfence/podfence/internal/cliflags"
 	"strings"
 	"testing"
 )
@@ -18,7 +19,7 @@ func TestAgentEPCFlags(t *testing.T) {
 	if err := cmd.Flags().Parse([]string{"--cgroup-root", "/host/cgroup"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := flagsFromEnv(cmd.Flags(), lookup); err != nil {
+	if err := cliflags.FromEnv(cmd.Flags(), lookup); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"epc-policy": "best-effort", "cgroup-root": "/host/cgroup", "metrics-address": ""} {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/podfence/podfence/internal/cliflags"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ func TestAgentFlagsFromEnv(t *testing.T) {
 	if err := cmd.Flags().Parse([]string{"--plugin-index", "20"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := flagsFromEnv(cmd.Flags(), lookup); err != nil {
+	if err := cliflags.FromEnv(cmd.Flags(), lookup); err != nil {
 		t.Fatal(err)
 	}
 	get := func(name string) string { return cmd.Flags().Lookup(name).Value.String() }

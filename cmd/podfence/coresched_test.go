@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/podfence/podfence/internal/cliflags"
 	"io"
 	"os"
 	"path/filepath"
@@ -57,7 +58,7 @@ func TestCoreSchedFlags(t *testing.T) {
 	env := map[string]string{"PODFENCE_CORESCHED_POLICY": "best-effort"}
 	err := fs.Parse([]string{"--coresched=false", "--coresched-default-group", "pod", "--proc", "/host/proc"})
 	if err == nil {
-		err = flagsFromEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		err = cliflags.FromEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	}
 	c := f.cfg.CoreSched
 	if err != nil || f.coreSched || c.DefaultGroup != coresched.ByPod || c.Policy != coresched.BestEffort ||

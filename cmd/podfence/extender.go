@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/podfence/podfence/internal/cliflags"
 	"io"
 	"log/slog"
 	"os"
@@ -38,7 +39,7 @@ also be set by an environment variable PODFENCE_<FLAG>.`,
   podfence extender --kubeconfig ~/.kube/config --default-group pod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := flagsFromEnv(cmd.Flags(), os.LookupEnv); err != nil {
+			if err := cliflags.FromEnv(cmd.Flags(), os.LookupEnv); err != nil {
 				return err
 			}
 			return runExtender(cmd.Context(), f, cmd.ErrOrStderr())

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/podfence/podfence/internal/cliflags"
 	"io"
 	"log/slog"
 	"net"
@@ -39,7 +40,7 @@ Every flag can also be set by an environment variable PODFENCE_<FLAG> (e.g. PODF
     --pools /etc/podfence/pools --coresched-profiles /etc/podfence/profiles.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := flagsFromEnv(cmd.Flags(), os.LookupEnv); err != nil {
+			if err := cliflags.FromEnv(cmd.Flags(), os.LookupEnv); err != nil {
 				return err
 			}
 			return runWebhook(cmd.Context(), f, cmd.ErrOrStderr())

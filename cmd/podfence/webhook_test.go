@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"github.com/podfence/podfence/internal/cliflags"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -23,7 +24,7 @@ func TestWebhookFlagsFromEnv(t *testing.T) {
 	if err := cmd.Flags().Parse([]string{"--listen", ":9443"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := flagsFromEnv(cmd.Flags(), func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+	if err := cliflags.FromEnv(cmd.Flags(), func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
 		t.Fatal(err)
 	}
 	for flag, want := range map[string]string{"tls-cert": "/tls/tls.crt", "coresched-profiles": "/etc/p.yaml", "listen": ":9443", "reload-interval": "10s"} {
