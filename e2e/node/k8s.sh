@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds or fetches the Kubernetes side of the node e2e into $PFN_CACHE/bin, cached:
-#   kube-apiserver, kubelet  v1.31.0, built from the wrapper module tools/k8s (requires
+#   kube-apiserver, kubelet, kube-scheduler
+#                            v1.31.0, built from the wrapper module tools/k8s (requires
 #                            k8s.io/kubernetes v1.31.0, each staging module replaced by its
 #                            v0.31.0), with the version ldflags kubectl needs to talk to them;
 #                            pf-podresources (tools/k8s/podresources), a pod-resources API client
@@ -78,12 +79,10 @@ tool() {
 	printf '%-28s %-7s %6ss  %s\n' "$name" "$verb" "$(pf_elapsed "$t0")" "$stamp"
 }
 
-# ---- kube-apiserver and kubelet from the wrapper module --------------------------------
-build_k8s() {
-	local m=k8s.io/component-base/version v=$PFN_K8S_VERSION ldflags
-	local major=${v#v} minor
-	minor=${major#*.} major=${major%%.*} minor=${minor%%.*}
-	ldflags="-s -w -X $m.gitVersion=$v -X $m.gitMajor=$major -X $m.gitMinor=$minor -X $m.gitTreeState=clean"
+# ---- kube-apiserver, kubelet and kube-scheduler from the wrapper module --------------------
+# k8s_go ARGS...: `go ARGS` in the wrapper module, with the cache's GOPATH and build cache,
+# static (CGO_ENABLED=0); K8S_LDFLAGS: the version stamps kubectl and the components check.
+k8s_go() {
 	(
 		export GOPATH=$PFN_CACHE/gopath GOMODCACHE=$PFN_CACHE/gopath/pkg/mod
 		export GOCACHE=${PODFENCE_E2E_NODE_GOCACHE:-$PFN_CACHE/gocache}
@@ -91,10 +90,27 @@ build_k8s() {
 		export CGO_ENABLED=0
 		unset GOBIN
 		cd "$PFN_DIR/tools/k8s"
-		go build -ldflags "$ldflags" -o "$stage/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-		go build -ldflags "$ldflags" -o "$stage/kubelet" k8s.io/kubernetes/cmd/kubelet
-		go build -o "$stage/pf-podresources" ./podresources
+		go "$@"
 	)
+}
+k8s_ldflags() {
+	local m=k8s.io/component-base/version v=$PFN_K8S_VERSION major minor
+	major=${v#v}
+	minor=${major#*.} major=${major%%.*} minor=${minor%%.*}
+	K8S_LDFLAGS="-s -w -X $m.gitVersion=$v -X $m.gitMajor=$major -X $m.gitMinor=$minor -X $m.gitTreeState=clean"
+}
+k8s_ldflags
+
+build_k8s() {
+	k8s_go build -ldflags "$K8S_LDFLAGS" -o "$stage/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver &&
+		k8s_go build -ldflags "$K8S_LDFLAGS" -o "$stage/kubelet" k8s.io/kubernetes/cmd/kubelet &&
+		k8s_go build -o "$stage/pf-podresources" ./podresources
+}
+
+# kube-scheduler, for the scheduler-extender checks: its own tool (and stamp), so that adding
+# it did not rebuild the other two.
+build_scheduler() {
+	k8s_go build -ldflags "$K8S_LDFLAGS" -o "$stage/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
 }
 
 # ---- etcd and kubectl from Debian trixie -------------------------------------------------
@@ -127,4 +143,5 @@ fetch_debian() {
 modhash() { (cd "$1" && find . -name '*.go' -o -name go.mod -o -name go.sum | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12); }
 
 tool kubernetes "kubernetes $PFN_K8S_VERSION $(modhash "$PFN_DIR/tools/k8s")" kube-apiserver kubelet pf-podresources -- build_k8s
+tool kube-scheduler "kube-scheduler $PFN_K8S_VERSION $(modhash "$PFN_DIR/tools/k8s")" kube-scheduler -- build_scheduler
 tool debian-etcd-kubectl "debian $PFN_DEBIAN_SUITE etcd-server kubectl" etcd kubectl -- fetch_debian
