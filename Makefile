@@ -14,6 +14,7 @@ all: build test
 # A static binary: the process starter runs it inside containers without glibc.
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/podfence ./cmd/podfence
+	CGO_ENABLED=0 $(GO) build -o bin/podfence-extender ./cmd/podfence-extender
 
 # Unit and integration tests (no root needed), with vet, gofmt and staticcheck.
 test: lint unit

@@ -18,7 +18,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newWebhookCmd())
 	root.AddCommand(newCoreSchedCmd())
 	root.AddCommand(newStatusCmd())
-	root.AddCommand(newExtenderCmd())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the version",

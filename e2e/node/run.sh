@@ -501,7 +501,8 @@ tools() {
 	"$PFN_DIR/k8s.sh" >&2
 	local t
 	t=$(pf_now_ms)
-	(cd "$REPO" && CGO_ENABLED=0 go build -o "$RUN/podfence" ./cmd/podfence) || pf_die "CGO_ENABLED=0 go build ./cmd/podfence failed"
+	(cd "$REPO" && CGO_ENABLED=0 go build -o "$RUN/podfence" ./cmd/podfence && CGO_ENABLED=0 go build -o "$RUN/podfence-extender" ./cmd/podfence-extender) ||
+		pf_die "CGO_ENABLED=0 go build ./cmd/podfence ./cmd/podfence-extender failed"
 	pf_log "podfence built in $(pf_elapsed "$t")s"
 }
 recover_stale
@@ -798,7 +799,7 @@ ext_tail() { tail -n "+$(($1 + 1))" "$EXT_LOG" 2>/dev/null | tail -n 4 | tr '\n'
 # scheduler_start: the extender (as the admin: it lists and watches pods and nodes), then
 # kube-scheduler with no serving port and no leader election.
 scheduler_start() {
-	bg_start extender "$RUN/podfence" extender --listen "127.0.0.1:$EXTENDER_PORT" \
+	bg_start extender "$RUN/podfence-extender" --listen "127.0.0.1:$EXTENDER_PORT" \
 		--kubeconfig "$RUN/admin.kubeconfig" --log-level debug
 	wait_until 30 curl -sf "http://127.0.0.1:$EXTENDER_PORT/healthz" || return 1
 	cat >"$RUN/kube-scheduler.yaml" <<EOF

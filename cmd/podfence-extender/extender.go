@@ -25,9 +25,9 @@ type extenderFlags struct {
 func newExtenderCmd() *cobra.Command {
 	f := extenderFlags{cfg: extender.Config{DefaultGroup: coresched.ByNamespace}}
 	cmd := &cobra.Command{
-		Use:   "extender",
+		Use:   "podfence-extender",
 		Short: "Run the kube-scheduler extender: place pods where SMT core scheduling costs least",
-		Long: `extender serves the kube-scheduler HTTP extender API. POST /filter refuses nodes without core
+		Long: `podfence-extender serves the kube-scheduler HTTP extender API. POST /filter refuses nodes without core
 scheduling (node label podfence.io/core-sched, published by the agents) for pods that explicitly
 ask for a core-scheduling group or policy exclusive; POST /prioritize scores nodes 0..10 by cookie
 density: nodes that already run the pod's group and have fewer distinct groups per physical core
@@ -35,9 +35,11 @@ score higher, and exclusive pods prefer free whole cores. GET /healthz answers o
 
 It watches bound pods and nodes and serves once its informers have synced. Every flag can
 also be set by an environment variable PODFENCE_<FLAG>.`,
-		Example: `  podfence extender --listen :8888
-  podfence extender --kubeconfig ~/.kube/config --default-group pod`,
-		Args: cobra.NoArgs,
+		Example: `  podfence-extender --listen :8888
+  podfence-extender --kubeconfig ~/.kube/config --default-group pod`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cliflags.FromEnv(cmd.Flags(), os.LookupEnv); err != nil {
 				return err
