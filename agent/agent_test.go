@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
-	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/podfence/podfence/agent"
 	"github.com/podfence/podfence/checkpoint"
 	"github.com/podfence/podfence/nri"
+	"github.com/podfence/podfence/nri/nritest"
 )
 
 const poolConfig = `
@@ -28,11 +27,7 @@ nodeSelector: {kubernetes.io/hostname: node-a}
 // config is an agent config on a captured 2-socket, 96-CPU sysfs tree.
 func config(t *testing.T) agent.Config {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "pfa-") // short: the socket path is limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := nritest.ShortDir(t) // short: the socket path is limited
 	poolDir := filepath.Join(dir, "pools")
 	if err := os.Mkdir(poolDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -70,32 +65,12 @@ func TestLoadNodeSelectsByNodeName(t *testing.T) {
 func TestRunServesTheRuntime(t *testing.T) {
 	cfg := config(t)
 	cfg.DevicePluginDir = filepath.Join(filepath.Dir(cfg.Socket), "dp") // made once the agent runs, as a late kubelet does
-	synced := make(chan struct{}, 2)                                    // at start-up (no plugins yet), then for the agent
-	rt, err := adaptation.New("test-runtime", "1", func(ctx context.Context, cb adaptation.SyncCB) error {
-		_, err := cb(ctx, nil, nil)
-		synced <- struct{}{}
-		return err
-	}, func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil },
-		adaptation.WithSocketPath(cfg.Socket), adaptation.WithPluginPath(filepath.Join(filepath.Dir(cfg.Socket), "none")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Stop()
+	rt := nritest.StartRuntime(t, cfg.Socket)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx, cfg, quiet()) }()
-	for range 2 {
-		select {
-		case <-synced:
-		case <-time.After(10 * time.Second):
-			t.Fatal("agent did not connect")
-		}
-	}
-	rt.BlockPluginSync().Unblock()
+	rt.WaitSynced(t, 1) // the agent
 	if err := os.Mkdir(cfg.DevicePluginDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +81,7 @@ func TestRunServesTheRuntime(t *testing.T) {
 	pod := &api.PodSandbox{Id: "p1", Uid: "uid1", Name: "p", Namespace: "ns",
 		Annotations: map[string]string{nri.AnnotationCPUPools: `{"app": {"exclusive_a": 2}}`}}
 	ctr := &api.Container{Id: "c1", PodSandboxId: "p1", Name: "app"}
-	rpl, err := rt.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
+	rpl, err := rt.Create(ctx, pod, ctr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,13 +114,6 @@ func waitFile(t *testing.T, path string, exists bool) {
 }
 
 func TestMain(m *testing.M) {
-	nrilog.Set(quietNRI{}) // the runtime side's library logger is global
+	nritest.QuietLogs() // the runtime side's library logger is global
 	os.Exit(m.Run())
 }
-
-type quietNRI struct{}
-
-func (quietNRI) Debugf(context.Context, string, ...any) {}
-func (quietNRI) Infof(context.Context, string, ...any)  {}
-func (quietNRI) Warnf(context.Context, string, ...any)  {}
-func (quietNRI) Errorf(context.Context, string, ...any) {}

@@ -5,16 +5,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/agent"
 	"github.com/podfence/podfence/cgroups/cgroupstest"
 	"github.com/podfence/podfence/metrics"
+	"github.com/podfence/podfence/nri/nritest"
 )
 
 // TestRunAppliesEPCLimits: with a cgroup root and a metrics address, the agent puts a
@@ -24,37 +22,17 @@ func TestRunAppliesEPCLimits(t *testing.T) {
 	cfg.CgroupRoot = cgroupstest.Tree(t, "v2")
 	cfg.Registry = metrics.NewRegistry()
 	cfg.MetricsAddress = freeAddress(t)
-	synced := make(chan struct{}, 2)
-	rt, err := adaptation.New("test-runtime", "1", func(ctx context.Context, cb adaptation.SyncCB) error {
-		_, err := cb(ctx, nil, nil)
-		synced <- struct{}{}
-		return err
-	}, func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil },
-		adaptation.WithSocketPath(cfg.Socket), adaptation.WithPluginPath(filepath.Join(filepath.Dir(cfg.Socket), "none")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Stop()
+	rt := nritest.StartRuntime(t, cfg.Socket)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx, cfg, quiet()) }()
-	for range 2 {
-		select {
-		case <-synced:
-		case <-time.After(10 * time.Second):
-			t.Fatal("agent did not connect")
-		}
-	}
-	rt.BlockPluginSync().Unblock()
+	rt.WaitSynced(t, 1) // the agent
 
 	pod := &api.PodSandbox{Id: "p1", Uid: "uid1", Name: "p", Namespace: "ns",
 		Annotations: map[string]string{"epc-limit.nri.io/container.app": "2Mi"}}
 	ctr := &api.Container{Id: "c1", PodSandboxId: "p1", Name: "app",
 		Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/p1/c1"}}
-	rpl, err := rt.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
+	rpl, err := rt.Create(ctx, pod, ctr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/agent"
 	"github.com/podfence/podfence/cgroups/cgroupstest"
 	"github.com/podfence/podfence/metrics"
 	"github.com/podfence/podfence/nri"
+	"github.com/podfence/podfence/nri/nritest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -38,7 +38,7 @@ func TestOperations(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx, cfg, quiet()) }()
 	defer func() { cancel(); <-done }()
-	rt.waitSynced(t)
+	rt.WaitSynced(t, 1) // the agent
 
 	pod := &api.PodSandbox{Id: "p1", Uid: "uid-1", Name: "web", Namespace: "shop", Annotations: map[string]string{
 		nri.AnnotationCPUPools:           `{"app": {"exclusive_a": 2, "shared_s": 100}, "huge": {"exclusive_a": 99}}`,
@@ -122,47 +122,17 @@ func (s *eventServer) wait(t *testing.T) corev1.Event {
 }
 
 // opsRuntime is the NRI runtime side.
-type opsRuntime struct {
-	*adaptation.Adaptation
-	synced chan struct{}
-}
+type opsRuntime struct{ *nritest.Runtime }
 
 func startRuntime(t *testing.T, cfg agent.Config) *opsRuntime {
-	rt := &opsRuntime{synced: make(chan struct{}, 2)} // at start-up, then for the agent
-	var err error
-	rt.Adaptation, err = adaptation.New("test-runtime", "1", func(ctx context.Context, cb adaptation.SyncCB) error {
-		_, err := cb(ctx, nil, nil)
-		rt.synced <- struct{}{}
-		return err
-	}, func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil },
-		adaptation.WithSocketPath(cfg.Socket), adaptation.WithPluginPath(filepath.Join(filepath.Dir(cfg.Socket), "none")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Stop)
-	return rt
-}
-
-func (rt *opsRuntime) waitSynced(t *testing.T) {
-	t.Helper()
-	for range 2 {
-		select {
-		case <-rt.synced:
-		case <-time.After(10 * time.Second):
-			t.Fatal("agent did not connect")
-		}
-	}
-	rt.BlockPluginSync().Unblock()
+	return &opsRuntime{nritest.StartRuntime(t, cfg.Socket)}
 }
 
 func (rt *opsRuntime) create(t *testing.T, pod *api.PodSandbox, name, cgroupsPath string, ok bool) {
 	t.Helper()
 	ctr := &api.Container{Id: pod.Id + "-" + name, PodSandboxId: pod.Id, Name: name,
 		Linux: &api.LinuxContainer{CgroupsPath: cgroupsPath, Resources: &api.LinuxResources{}}}
-	_, err := rt.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod, Container: ctr})
+	_, err := rt.Create(context.Background(), pod, ctr)
 	if (err == nil) != ok {
 		t.Fatalf("create %s: %v", name, err)
 	}

@@ -17,6 +17,7 @@ import (
 	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/podfence/podfence/checkpoint"
 	"github.com/podfence/podfence/nri"
+	"github.com/podfence/podfence/nri/nritest"
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/pools"
 	"github.com/podfence/podfence/topology"
@@ -66,17 +67,6 @@ func newNode(tb testing.TB, topo, poolYAML string) *plan.Node {
 		tb.Fatal(err)
 	}
 	return plan.NewNode(t, layout, plan.Policy{})
-}
-
-// shortDir is a temp dir with a short path: unix socket paths are limited to ~108 bytes.
-func shortDir(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.MkdirTemp("", "pf-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 // testLogger logs to the test log, or nowhere for benchmarks.
@@ -174,7 +164,7 @@ type runtime struct {
 }
 
 func newRuntime(tb testing.TB) *runtime {
-	dir := shortDir(tb)
+	dir := nritest.ShortDir(tb)
 	rt := &runtime{tb: tb, dir: dir, sock: filepath.Join(dir, "nri.sock"),
 		pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{}}
 	rt.start()

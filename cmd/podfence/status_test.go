@@ -18,10 +18,10 @@ import (
 
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
-	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/podfence/podfence/agent"
 	"github.com/podfence/podfence/cgroups/cgroupstest"
 	"github.com/podfence/podfence/nri"
+	"github.com/podfence/podfence/nri/nritest"
 	"github.com/podfence/podfence/status"
 )
 
@@ -38,11 +38,7 @@ pools:
 // and after the runtime synchronises it, /state, and `podfence status` from the agent and,
 // once it stopped, from its checkpoint.
 func TestStatusAgainstAgent(t *testing.T) {
-	dir, err := os.MkdirTemp("", "pfs-") // short: the socket path is limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := nritest.ShortDir(t) // short: the socket path is limited
 	write(t, filepath.Join(dir, "poolconfig-a.yaml"), statusPools)
 	logs := &syncBuffer{}
 	cfg := agent.Config{
@@ -236,25 +232,8 @@ func write(t *testing.T, path, content string) {
 }
 
 func TestMain(m *testing.M) {
-	nrilog.Set(quietNRI{}) // the NRI runtime side's library logger is global
+	nritest.QuietLogs() // the NRI runtime side's library logger is global
 	os.Exit(m.Run())
 }
 
-type quietNRI struct{}
-
-func (quietNRI) Debugf(context.Context, string, ...any) {}
-func (quietNRI) Infof(context.Context, string, ...any)  {}
-func (quietNRI) Warnf(context.Context, string, ...any)  {}
-func (quietNRI) Errorf(context.Context, string, ...any) {}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+type syncBuffer = nritest.LogBuffer

@@ -5,13 +5,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/cgroups/cgroupstest"
 	"github.com/podfence/podfence/epc"
 	"github.com/podfence/podfence/epc/enforce"
+	"github.com/podfence/podfence/nri/nritest"
 )
 
 // node is an extension on a copy of a captured cgroup tree, with a stand-in kernel.
@@ -30,8 +30,7 @@ func newNode(t *testing.T, layout string, p epc.Policy, edit func(root string)) 
 	if edit != nil {
 		edit(n.root)
 	}
-	n.Extension = enforce.New(enforce.Config{Root: n.root, Policy: p, FS: n.k},
-		slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	n.Extension = enforce.New(enforce.Config{Root: n.root, Policy: p, FS: n.k}, nritest.Logger(n.logs))
 	return n
 }
 
@@ -76,26 +75,11 @@ func ctr(id string, p *api.PodSandbox, name, cgroupsPath string) *api.Container 
 }
 
 // syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = nritest.LogBuffer
 
 // testLog logs to the test's log.
 func testLog(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return nritest.Logger(tWriter{t})
 }
 
 type tWriter struct{ t *testing.T }

@@ -3,89 +3,39 @@ package enforce_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
-	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/podfence/podfence/epc"
 	"github.com/podfence/podfence/nri"
+	"github.com/podfence/podfence/nri/nritest"
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/pools"
-	"github.com/podfence/podfence/state"
 	"github.com/podfence/podfence/topology"
 )
 
 func TestMain(m *testing.M) {
-	nrilog.Set(quietNRI{}) // the runtime side's logger is global; keep test output readable
+	nritest.QuietLogs() // the runtime side's logger is global; keep test output readable
 	os.Exit(m.Run())
 }
-
-type quietNRI struct{}
-
-func (quietNRI) Debugf(context.Context, string, ...any) {}
-func (quietNRI) Infof(context.Context, string, ...any)  {}
-func (quietNRI) Warnf(context.Context, string, ...any)  {}
-func (quietNRI) Errorf(context.Context, string, ...any) {}
 
 // runtime is the real NRI runtime side (adaptation) with plugins connected over a Unix
 // socket: the podfence agent carrying the EPC extension, and any others.
 type runtime struct {
-	t    *testing.T
-	nri  *adaptation.Adaptation
-	sock string
-
-	mu    sync.Mutex
-	syncs int
+	*nritest.Runtime
+	t *testing.T
 }
 
 func newRuntime(t *testing.T) *runtime {
-	dir, err := os.MkdirTemp("", "pfe-") // short: socket paths are limited to ~108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	rt := &runtime{t: t, sock: filepath.Join(dir, "nri.sock")}
-	sync := func(ctx context.Context, cb adaptation.SyncCB) error {
-		_, err := cb(ctx, nil, nil)
-		rt.mu.Lock()
-		rt.syncs++
-		rt.mu.Unlock()
-		return err
-	}
-	update := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil }
-	rt.nri, err = adaptation.New("test-runtime", "1", sync, update, adaptation.WithSocketPath(rt.sock),
-		adaptation.WithPluginPath(filepath.Join(dir, "none")), adaptation.WithPluginConfigPath(filepath.Join(dir, "none")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.nri.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.nri.Stop)
-	return rt
+	return &runtime{Runtime: nritest.StartRuntime(t, ""), t: t}
 }
 
 // waitPlugins waits until n plugins have connected and been synchronized.
 func (rt *runtime) waitPlugins(n int) {
 	rt.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		rt.mu.Lock()
-		done := rt.syncs >= 1+n // the first is the runtime's own, before any plugin
-		rt.mu.Unlock()
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			rt.t.Fatalf("%d plugins not synchronized in time", n)
-		}
-	}
-	rt.nri.BlockPluginSync().Unblock()
+	rt.WaitSynced(rt.t, n)
 }
 
 // runAgent connects the podfence agent, with ext as its only extension, at index 10.
@@ -102,9 +52,9 @@ func (rt *runtime) runAgent(ext nri.Extension) {
 	if err != nil {
 		rt.t.Fatal(err)
 	}
-	a := nri.New(plan.NewNode(topo, layout, plan.Policy{}), noCheckpoint{}, testLog(rt.t), nri.Options{Extensions: []nri.Extension{ext}})
+	a := nri.New(plan.NewNode(topo, layout, plan.Policy{}), nritest.NoCheckpoint{}, testLog(rt.t), nri.Options{Extensions: []nri.Extension{ext}})
 	rt.serve(func(ctx context.Context) error {
-		return a.Run(ctx, nri.Connection{Socket: rt.sock, PluginName: "podfence", PluginIndex: "10"})
+		return a.Run(ctx, nri.Connection{Socket: rt.Socket, PluginName: "podfence", PluginIndex: "10"})
 	})
 	rt.t.Cleanup(func() { _ = a.Close() })
 }
@@ -119,19 +69,13 @@ func (rt *runtime) serve(run func(context.Context) error) {
 
 // create relays a CRI CreateContainer through NRI, as containerd does.
 func (rt *runtime) create(p *api.PodSandbox, c *api.Container) (*api.CreateContainerResponse, error) {
-	b := rt.nri.BlockPluginSync()
+	b := rt.BlockPluginSync()
 	defer b.Unblock()
-	if err := rt.nri.RunPodSandbox(context.Background(), &api.RunPodSandboxRequest{Pod: p}); err != nil {
+	if err := rt.RunPodSandbox(context.Background(), &api.RunPodSandboxRequest{Pod: p}); err != nil {
 		rt.t.Fatal(err)
 	}
-	return rt.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: p, Container: c})
+	return rt.Create(context.Background(), p, c)
 }
-
-type noCheckpoint struct{}
-
-func (noCheckpoint) Put(state.Allocation) error        { return nil }
-func (noCheckpoint) Delete(state.Key) error            { return nil }
-func (noCheckpoint) Load() ([]state.Allocation, error) { return nil, nil }
 
 // TestThroughNRI drives the extension through the real NRI runtime side: the adjustment
 // the runtime gets on cgroup v2, the cgroup written ahead on v1, the refusals it reports.
@@ -191,7 +135,7 @@ func TestThroughNRI(t *testing.T) {
 
 // runOther connects a plugin at index 05 (before podfence) that sets misc.max itself.
 func (rt *runtime) runOther(t *testing.T) {
-	s, err := stub.New(otherPlugin{}, stub.WithSocketPath(rt.sock), stub.WithPluginName("other"), stub.WithPluginIdx("05"))
+	s, err := stub.New(otherPlugin{}, stub.WithSocketPath(rt.Socket), stub.WithPluginName("other"), stub.WithPluginIdx("05"))
 	if err != nil {
 		t.Fatal(err)
 	}

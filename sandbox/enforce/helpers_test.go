@@ -1,14 +1,13 @@
 package enforce_test
 
 import (
-	"bytes"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/podfence/podfence/nri/nritest"
 	"github.com/podfence/podfence/sandbox"
 	"github.com/podfence/podfence/sandbox/enforce"
 	"github.com/podfence/podfence/sandbox/host"
@@ -50,7 +49,7 @@ func (f *fixture) newExtension(t *testing.T) *enforce.Extension {
 		t.Fatal(err)
 	}
 	return enforce.New(enforce.Config{Root: f.n.Root, Proc: f.n.Proc, Runtimes: rts, EmptyCPUs: cpuset.New(0), FS: f.n},
-		slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		nritest.Logger(f.log))
 }
 
 // sb reads an interface file of the sandbox cgroup in hierarchy h ("" on v2).
@@ -79,22 +78,8 @@ func container(id string, quota int64, period uint64, memory int64, cpus string)
 		Linux: &api.LinuxContainer{CgroupsPath: podDir + "/" + id, Resources: r}}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log sink safe for concurrent handlers.
+type syncBuffer struct{ nritest.LogBuffer }
 
 // lines returns the log lines holding every part.
 func (s *syncBuffer) lines(parts ...string) []string {
@@ -112,5 +97,5 @@ next:
 }
 
 func testLogger(w *syncBuffer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return nritest.Logger(w)
 }
