@@ -1,7 +1,7 @@
 package agent_test
 
 import (
-	"encoding/json"
+	"github.com/podfence/podfence/internal/dashboard"
 	"os"
 	"regexp"
 	"slices"
@@ -14,40 +14,21 @@ import (
 
 const dashboardFile = "../deploy/grafana/podfence-dashboard.json"
 
-type panel struct {
-	ID      int
-	Type    string
-	Title   string
-	Targets []struct{ Expr string }
-}
-
 // TestDashboardPanels: titled panels with distinct ids, each graph with a query, and the
 // views the dashboard promises. TestOperations checks that the metrics exist.
 func TestDashboardPanels(t *testing.T) {
-	b, err := os.ReadFile(dashboardFile)
+	dash, err := dashboard.Read(dashboardFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dash struct {
-		UID    string
-		Panels []panel
-	}
-	if err := json.Unmarshal(b, &dash); err != nil {
-		t.Fatalf("%s: %v", dashboardFile, err)
-	}
 	ids := map[int]bool{}
-	var exprs []string
 	for _, p := range dash.Panels {
 		if p.Title == "" || ids[p.ID] || p.Type != "row" && len(p.Targets) == 0 {
 			t.Errorf("panel %d %q: untitled, its id taken, or no query", p.ID, p.Title)
 		}
 		ids[p.ID] = true
-		var e []string
-		for _, tg := range p.Targets {
-			e = append(e, tg.Expr)
-		}
-		exprs = append(exprs, strings.Join(e, " ; "))
 	}
+	exprs := dash.PanelExprs()
 	for _, want := range []string{
 		`podfence_pool_allocated_cpus.* / on\(instance, pool\) podfence_pool_cpus`,      // exclusive utilisation
 		`podfence_pool_shared_millicpu_granted`,                                         // shared utilisation
@@ -67,15 +48,11 @@ func TestDashboardPanels(t *testing.T) {
 // dashboardQueries returns the dashboard's queries, variables included.
 func dashboardQueries(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(dashboardFile)
+	dash, err := dashboard.Read(dashboardFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("%s: %v", dashboardFile, err)
-	}
-	return queries(doc)
+	return dash.Queries
 }
 
 // registered reports whether the registry gathers name, or has a collector that describes
@@ -122,36 +99,6 @@ func help(t *testing.T, reg *prometheus.Registry, name string) string {
 	}
 	t.Fatalf("%s not gathered", name)
 	return ""
-}
-
-// metricNames returns the podfence metric names in PromQL expressions, sorted, once each.
-func metricNames(exprs []string) []string {
-	re := regexp.MustCompile(`\bpodfence_[a-z0-9_]+`)
-	var out []string
-	for _, e := range exprs {
-		out = append(out, re.FindAllString(e, -1)...)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// queries returns every "expr" and "query" string of a decoded dashboard.
-func queries(v any) []string {
-	var out []string
-	switch v := v.(type) {
-	case map[string]any:
-		for k, x := range v {
-			if s, ok := x.(string); ok && (k == "expr" || k == "query" || k == "definition") {
-				out = append(out, s)
-			}
-			out = append(out, queries(x)...)
-		}
-	case []any:
-		for _, x := range v {
-			out = append(out, queries(x)...)
-		}
-	}
-	return out
 }
 
 type rule struct {

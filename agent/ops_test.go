@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/podfence/podfence/internal/dashboard"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -63,7 +64,7 @@ func TestOperations(t *testing.T) {
 		}
 	}
 
-	names := append(metricNames(dashboardQueries(t)), metricNames(alertExprs(t))...)
+	names := append(dashboard.MetricNames(dashboardQueries(t)), dashboard.MetricNames(alertExprs(t))...)
 	if len(names) < 25 {
 		t.Fatalf("the dashboard and alerts name %d metrics: %q", len(names), names)
 	}
