@@ -27,11 +27,12 @@ import (
 // L3 group. Build it once per pool with NewIndex; it is read-only afterwards.
 type Index struct {
 	pool    Set
-	single  bool    // singleThreaded policy
-	threads int     // most pool threads on one core
-	cores   []core  // sorted by core ID
-	numas   []group // sorted by NUMA ID
-	l3s     []group // sorted by L3 ID
+	single  bool        // singleThreaded policy
+	threads int         // most pool threads on one core
+	cores   []core      // sorted by core ID
+	coreOf  map[int]int // pool CPU → index into cores
+	numas   []group     // sorted by NUMA ID
+	l3s     []group     // sorted by L3 ID
 }
 
 type core struct {
@@ -50,7 +51,7 @@ type group struct {
 // NewIndex indexes the pool CPUs of topo. singleThreaded selects the pool's
 // hyperThreadingPolicy. CPUs of the pool that are not online are left out.
 func NewIndex(topo *topology.Topology, pool cpuset.CPUSet, singleThreaded bool) *Index {
-	ix := &Index{single: singleThreaded}
+	ix := &Index{single: singleThreaded, coreOf: map[int]int{}}
 	byCore := map[int][]int{}
 	for _, id := range pool.List() {
 		c, ok := topo.CPUs[id]
@@ -78,6 +79,9 @@ func NewIndex(topo *topology.Topology, pool cpuset.CPUSet, singleThreaded bool) 
 		first := topo.CPUs[threads[0]]
 		c := core{id: id, threads: threads, numa: numaIdx[first.NUMA], l3: l3Idx[first.L3], socket: first.Socket}
 		ci := len(ix.cores)
+		for _, t := range threads {
+			ix.coreOf[t] = ci
+		}
 		ix.cores = append(ix.cores, c)
 		ix.numas[c.numa].cores = append(ix.numas[c.numa].cores, ci)
 		ix.numas[c.numa].socket = c.socket
@@ -102,6 +106,17 @@ func groups(idx map[int]int) []group {
 		idx[id] = i
 	}
 	return out
+}
+
+// CoreThreads returns the pool CPUs on the cores of cpus, those of cpus in the pool included.
+func (ix *Index) CoreThreads(cpus Set) Set {
+	var out []int
+	for _, cpu := range cpus.List() {
+		if ci, ok := ix.coreOf[cpu]; ok {
+			out = append(out, ix.cores[ci].threads...)
+		}
+	}
+	return NewSet(out...)
 }
 
 // Pool returns the pool's online CPUs.

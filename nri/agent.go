@@ -49,14 +49,12 @@ type Agent struct {
 	store   Checkpoint
 	persist *persister
 
-	// mu guards everything below. Invariant: ids and keys are inverse maps, and every key
-	// in ids holds an allocation in state.
+	// mu guards everything below. Invariant: every key in hold holds an allocation in state.
 	mu    sync.Mutex
 	state *plan.State
-	ids   map[state.Key]string // key → ID of the container instance holding the allocation
-	keys  map[string]state.Key // container ID → key
-	syncs int                  // completed Synchronize calls
-	syncC chan struct{}        // closed and replaced at each Synchronize
+	hold  *holders      // the container instances holding allocations
+	syncs int           // completed Synchronize calls
+	syncC chan struct{} // closed and replaced at each Synchronize
 }
 
 // New returns an agent for node that records its allocations in cp. It starts the
@@ -68,8 +66,7 @@ func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Agent 
 		store:   cp,
 		persist: newPersister(cp, log),
 		state:   plan.NewState(node),
-		ids:     map[state.Key]string{},
-		keys:    map[string]state.Key{},
+		hold:    newHolders(),
 		syncC:   make(chan struct{}),
 	}
 	a.node.Store(node)
@@ -110,9 +107,8 @@ func (a *Agent) Allocations() []state.Allocation {
 
 // record adds or replaces the holder of an allocation and queues its checkpoint write.
 // The caller holds mu.
-func (a *Agent) record(id string, alloc state.Allocation, persist bool) {
-	k := alloc.Key()
-	a.ids[k], a.keys[id] = id, k
+func (a *Agent) record(id, sandbox string, alloc state.Allocation, persist bool) {
+	a.hold.add(alloc.Key(), id, sandbox)
 	if persist {
 		a.persist.put(alloc)
 	}
@@ -122,9 +118,6 @@ func (a *Agent) record(id string, alloc state.Allocation, persist bool) {
 // holds mu.
 func (a *Agent) releaseLocked(k state.Key) {
 	a.state.Release(k)
-	if id, ok := a.ids[k]; ok {
-		delete(a.keys, id)
-		delete(a.ids, k)
-	}
+	a.hold.remove(k)
 	a.persist.del(k)
 }

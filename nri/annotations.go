@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/podfence/podfence/plan"
@@ -28,6 +30,10 @@ const (
 	// is a JSON number or a string holding a Kubernetes quantity ("2", "500").
 	AnnotationCPUPools = "podfence.io/cpu-pools"
 )
+
+// maxAmount bounds an amount: a million CPUs, a billion millicpu, beyond any node's pools.
+// Larger values (which may overflow int64) are refused as written.
+var maxAmount = resource.MustParse("1G")
 
 // maxAnnotationLen bounds the work spent on one annotation value (Kubernetes allows 256 KiB
 // for all annotations of an object together).
@@ -79,15 +85,22 @@ func ParseExclusiveCPUs(v string) (cpuset.CPUSet, error) {
 // keys are pool names ("exclusive_dp") or their resource names ("podfence.io/exclusive_dp",
 // "nokia.k8s.io/exclusive_dp"). Amounts must be above 0; whether they fit the pool (whole CPUs,
 // whole millicpu, pool exists) is the planner's call.
-func ParseCPUPools(v string) (map[string]plan.Request, error) {
-	out, err := parseCPUPools(v)
+//
+// Entries are checked in container name order, so the error names the same broken entry
+// every time: the first one.
+func ParseCPUPools(v string) (map[string]plan.Request, error) { return ParseCPUPoolsFor(v, "") }
+
+// ParseCPUPoolsFor is ParseCPUPools for the container named first: its own entry is checked
+// before the others, so when it is broken the error names it.
+func ParseCPUPoolsFor(v, first string) (map[string]plan.Request, error) {
+	out, err := parseCPUPools(v, first)
 	if err != nil {
 		return nil, &AnnotationError{Key: AnnotationCPUPools, Value: v, Err: fmt.Errorf("%w: %s", err, wantCPUPools)}
 	}
 	return out, nil
 }
 
-func parseCPUPools(v string) (map[string]plan.Request, error) {
+func parseCPUPools(v, first string) (map[string]plan.Request, error) {
 	if len(v) > maxAnnotationLen {
 		return nil, fmt.Errorf("value is %d bytes, over the limit of %d", len(v), maxAnnotationLen)
 	}
@@ -102,13 +115,19 @@ func parseCPUPools(v string) (map[string]plan.Request, error) {
 	if raw == nil {
 		return nil, errors.New("not a JSON object")
 	}
+	names := slices.Sorted(maps.Keys(raw))
+	if i := slices.Index(names, first); i > 0 {
+		names = append(append([]string{first}, names[:i]...), names[i+1:]...)
+	}
 	out := make(map[string]plan.Request, len(raw))
-	for ctr, byPool := range raw {
+	for _, ctr := range names {
+		byPool := raw[ctr]
 		if ctr == "" {
 			return nil, errors.New("empty container name")
 		}
 		req := plan.Request{}
-		for key, amount := range byPool {
+		for _, key := range slices.Sorted(maps.Keys(byPool)) {
+			amount := byPool[key]
 			pool, err := poolName(key)
 			if err != nil {
 				return nil, fmt.Errorf("container %q: %w", ctr, err)
@@ -157,6 +176,9 @@ func parseAmount(raw json.RawMessage) (resource.Quantity, error) {
 	}
 	if q.Sign() <= 0 {
 		return resource.Quantity{}, fmt.Errorf("amount %q must be above 0", text)
+	}
+	if q.Cmp(maxAmount) > 0 {
+		return resource.Quantity{}, fmt.Errorf("amount %q is above 10^9, more than any pool has", text)
 	}
 	return q, nil
 }

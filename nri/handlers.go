@@ -64,7 +64,7 @@ func (a *Agent) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 	if err != nil {
 		return nil, nil, a.refused(pod, ctr, err)
 	}
-	d, err := a.allocate(c, ctr.GetId())
+	d, err := a.allocate(c, ctr.GetId(), ctr.GetPodSandboxId())
 	if err != nil {
 		return nil, nil, a.refused(pod, ctr, err)
 	}
@@ -83,19 +83,20 @@ func (a *Agent) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 	return adj, nil, nil
 }
 
-// allocate records c's allocation for container instance id. A previous instance of the
-// same container (same pod and name: a restart) gives its allocation up first.
-func (a *Agent) allocate(c plan.Container, id string) (plan.Decision, error) {
+// allocate records c's allocation for container instance id of pod sandbox sandbox. A
+// previous instance of the same container (same pod and name: a restart, perhaps in a
+// re-created sandbox) gives its allocation up first.
+func (a *Agent) allocate(c plan.Container, id, sandbox string) (plan.Decision, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if old, ok := a.ids[c.Key()]; ok && old != id {
+	if old, ok := a.hold.holderOf(c.Key()); ok && old.id != id {
 		a.releaseLocked(c.Key())
 	}
 	d, err := a.node.Load().Allocate(a.state, c)
 	if err != nil {
 		return d, err
 	}
-	a.record(id, d.Allocation, !d.Existing)
+	a.record(id, sandbox, d.Allocation, !d.Existing)
 	return d, nil
 }
 
@@ -113,7 +114,7 @@ func (a *Agent) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 		})
 	}()
 	a.mu.Lock()
-	k, held := a.keys[ctr.GetId()]
+	k, held := a.hold.key(ctr.GetId())
 	var d plan.Decision
 	if held {
 		d, err = a.node.Load().Plan(a.state, plan.Container{PodUID: k.PodUID, Name: k.Container})
@@ -172,18 +173,18 @@ func (a *Agent) removed(ctx context.Context, event string, pod *api.PodSandbox, 
 	})
 }
 
-// RemovePodSandbox releases whatever the pod's containers still hold.
+// RemovePodSandbox releases whatever the containers of this sandbox still hold. Containers
+// of the same pod in another sandbox (the kubelet re-creates a dead sandbox under the same
+// pod UID and removes the old one later) keep theirs.
 func (a *Agent) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
 	defer a.recovered("RemovePodSandbox", &err)
 	var freed []state.Allocation
 	a.mu.Lock()
-	for k := range a.ids {
-		if k.PodUID == pod.GetUid() {
-			if al, ok := a.state.Get(k); ok {
-				freed = append(freed, al)
-			}
-			a.releaseLocked(k)
+	for _, k := range a.hold.inSandbox(pod.GetId()) {
+		if al, ok := a.state.Get(k); ok {
+			freed = append(freed, al)
 		}
+		a.releaseLocked(k)
 	}
 	a.mu.Unlock()
 	for _, al := range freed {
@@ -209,7 +210,7 @@ func (a *Agent) Shutdown(context.Context) {
 // release frees what container instance id holds, if anything.
 func (a *Agent) release(id string) {
 	a.mu.Lock()
-	k, ok := a.keys[id]
+	k, ok := a.hold.key(id)
 	var al state.Allocation
 	if ok {
 		al, _ = a.state.Get(k)

@@ -189,3 +189,37 @@ func (rt *runtime) startCtr(ctr *api.Container) {
 		rt.tb.Fatalf("StartContainer %s: %v", ctr.Name, err)
 	}
 }
+
+// rerunPod starts a new sandbox for the pod of old, under old's UID: the kubelet re-creating
+// a dead pod sandbox. The old sandbox stays until removePod.
+func (rt *runtime) rerunPod(old *api.PodSandbox) *api.PodSandbox {
+	rt.tb.Helper()
+	id := rt.nextID("pod")
+	pod := proto.Clone(old).(*api.PodSandbox)
+	pod.Id = id
+	b := rt.nri.BlockPluginSync()
+	defer b.Unblock()
+	if err := rt.nri.RunPodSandbox(context.Background(), &api.RunPodSandboxRequest{Pod: pod}); err != nil {
+		rt.tb.Fatalf("RunPodSandbox %s again: %v", old.Name, err)
+	}
+	rt.mu.Lock()
+	rt.pods[id] = pod
+	rt.mu.Unlock()
+	return pod
+}
+
+// stopCtr relays a StopContainer: the container stays in the runtime, stopped.
+func (rt *runtime) stopCtr(ctr *api.Container) {
+	rt.tb.Helper()
+	rt.mu.Lock()
+	pod := rt.podOf(ctr)
+	rt.mu.Unlock()
+	b := rt.nri.BlockPluginSync()
+	defer b.Unblock()
+	if _, err := rt.nri.StopContainer(context.Background(), &api.StopContainerRequest{Pod: pod, Container: ctr}); err != nil {
+		rt.tb.Fatalf("StopContainer %s: %v", ctr.Name, err)
+	}
+	rt.mu.Lock()
+	ctr.State = api.ContainerState_CONTAINER_STOPPED
+	rt.mu.Unlock()
+}

@@ -140,6 +140,17 @@ func (ar *agentRun) stop() {
 	_ = ar.Close()
 }
 
+// kill disconnects the agent without flushing its checkpoint, as SIGKILL does: records still
+// queued are never written.
+func (ar *agentRun) kill() {
+	if ar.cancel == nil {
+		return
+	}
+	ar.cancel()
+	<-ar.done
+	ar.cancel = nil
+}
+
 // runtime plays containerd: it keeps pods and containers, relays events through the real
 // NRI runtime side (adaptation) and applies the adjustments and updates it gets back.
 type runtime struct {

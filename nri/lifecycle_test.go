@@ -51,11 +51,11 @@ func TestSynchronizeAdoptsAndRestores(t *testing.T) {
 	foreign := rt.addPod("foreign")
 	rt.addRunning(foreign, "excl", "4,12", 0)     // inside exclusive_b: adopted, CPUs held
 	rt.addRunning(foreign, "share", "1,9", 30000) // the shared pool with a quota: 300 millicpu held
-	rt.addRunning(foreign, "plain", "0,8", 0)     // default pool: nothing to hold
+	rt.addRunning(foreign, "plain", "0,8", 0)     // default pool: managed, holds no CPUs
 	rt.addRunning(foreign, "wide", "0-15", 0)     // spans pools: left alone
 
 	ar := startAgent(t, rt, node, store, nri.Options{})
-	checkHeld(t, "after sync", ar.Allocations(), "known:app:6-7", "foreign:excl:4,12", "foreign:share:")
+	checkHeld(t, "after sync", ar.Allocations(), "known:app:6-7", "foreign:excl:4,12", "foreign:share:", "foreign:plain:")
 	if err := ar.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestSynchronizeAdoptsAndRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkHeld(t, "checkpoint after sync", recs, "known:app:6-7", "foreign:excl:4,12", "foreign:share:")
+	checkHeld(t, "checkpoint after sync", recs, "known:app:6-7", "foreign:excl:4,12", "foreign:share:", "foreign:plain:")
 
 	// Free in exclusive_b: 5,13-15 only.
 	check(t, rt.mustCreate(rt.runPod("new", poolReq(`{"app": {"exclusive_b": 4}}`)), "app", nil),

@@ -28,7 +28,7 @@ func (a *Agent) containerOf(pod *api.PodSandbox, ctr *api.Container) (plan.Conta
 		v, ok = ctr.GetAnnotations()[AnnotationCPUPools]
 	}
 	if ok {
-		byCtr, err := ParseCPUPools(v)
+		byCtr, err := ParseCPUPoolsFor(v, c.Name)
 		if err != nil {
 			return c, err
 		}

@@ -91,7 +91,7 @@ func TestReporters(t *testing.T) {
 	}
 	good.mu.Lock()
 	defer good.mu.Unlock()
-	if got := strings.Join(good.seen, "; "); got != "p/big refusal="+plan.CodeNotEnoughCPUs+"; p/other refusal=-" {
+	if got := strings.Join(good.seen, "; "); got != "p/big refusal="+plan.CodeExclusiveTooLarge+"; p/other refusal=-" {
 		t.Errorf("observed %q", got)
 	}
 }

@@ -2,6 +2,8 @@ package nri
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/plan"
@@ -12,14 +14,13 @@ import (
 
 // syncReport says what a Synchronize did, for the log and tests.
 type syncReport struct {
-	containers, restored, adopted, unmanaged, dropped int
+	containers, derived, restored, adopted, unmanaged, dropped int
 }
 
-// Synchronize rebuilds the state from the runtime's live containers. Known allocations come
-// from the checkpoint on the first call and from memory on later ones (reconnects). A live
-// container keeps a known allocation whose CPUs match the cpuset it runs on; any other live
-// container is adopted as it runs (see adopt). Allocations of containers that are gone are
-// dropped. No container is ever updated.
+// Synchronize rebuilds the state from the runtime's live containers (see rebuild). Known
+// allocations come from the checkpoint on the first call and from memory on later ones
+// (reconnects). Allocations of containers that are gone are dropped. No container is ever
+// updated.
 func (a *Agent) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("Synchronize", &err)
 	a.reconf.Lock()
@@ -31,24 +32,21 @@ func (a *Agent) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 	if first {
 		recs, lerr := a.store.Load()
 		if lerr != nil {
-			a.log.Error("checkpoint unreadable; rebuilding from the runtime's cpusets alone", "err", lerr)
+			a.log.Error("checkpoint unreadable; rebuilding from the runtime alone", "err", lerr)
 		}
 		known = recs
 	}
-	next, ids, rep := a.rebuild(known, pods, ctrs)
+	next, hold, rep := a.rebuild(known, pods, ctrs)
 
 	a.mu.Lock()
-	a.state, a.ids, a.keys = next, ids, map[string]state.Key{}
-	for k, id := range ids {
-		a.keys[id] = k
-	}
+	a.state, a.hold = next, hold
 	a.persistDiff(known, next.Allocations())
 	a.syncs++
 	close(a.syncC)
 	a.syncC = make(chan struct{})
 	a.mu.Unlock()
-	a.log.Info("synchronized", "containers", rep.containers, "restored", rep.restored, "adopted", rep.adopted,
-		"unmanaged", rep.unmanaged, "dropped", rep.dropped)
+	a.log.Info("synchronized", "containers", rep.containers, "derived", rep.derived, "restored", rep.restored,
+		"adopted", rep.adopted, "unmanaged", rep.unmanaged, "dropped", rep.dropped)
 	_ = a.notify("Synchronize", func(e Extension) (bool, error) {
 		h, ok := e.(Synchronizer)
 		if !ok {
@@ -68,16 +66,97 @@ type liveCtr struct {
 	set  bool // the runtime reported a cpuset
 }
 
-// rebuild computes the new state: first the known allocations that still run where
-// recorded, then adoptions, so that adopted containers never take a known one's CPUs.
-func (a *Agent) rebuild(known []state.Allocation, pods []*api.PodSandbox, ctrs []*api.Container) (*plan.State, map[state.Key]string, syncReport) {
+// claim is what one live container is taken to hold, and where that came from.
+type claim struct {
+	lc  liveCtr
+	al  state.Allocation
+	how string // "derived", "restored" or "adopted"
+}
+
+// rebuild computes the new state. What a live container holds is, in order of trust:
+//  1. derived from the runtime alone: its pool request (the same annotations CreateContainer
+//     read) and the cpuset it runs on, when these agree with what podfence would have set.
+//     This gives back every field CreateContainer recorded, for every pool type, so a lost
+//     or lagging checkpoint loses nothing; a record that disagrees is replaced.
+//  2. its checkpoint record, when the container runs where the record says;
+//  3. adopted from its cpuset alone (containers podfence did not place; see adoption).
+//
+// Exclusive CPUs are claimed before idled siblings, so a sibling is idled only when no live
+// container runs on it.
+func (a *Agent) rebuild(known []state.Allocation, pods []*api.PodSandbox, ctrs []*api.Container) (*plan.State, *holders, syncReport) {
+	node := a.node.Load()
+	live := a.liveContainers(pods, ctrs)
+	byKey := make(map[state.Key]state.Allocation, len(known))
+	for _, al := range known {
+		byKey[al.Key()] = al
+	}
+	rep := syncReport{containers: len(live)}
+	var claims []claim
+	for _, lc := range live {
+		rec, hasRec := byKey[lc.key]
+		if al, ok := a.derive(node, lc); ok {
+			if hasRec && !sameAllocation(rec, al) {
+				a.log.Warn("checkpoint record disagrees with the runtime; using what the runtime shows", "pod", podName(lc.pod),
+					"container", lc.key.Container, "record", describe(rec), "runtime", describe(al))
+			}
+			claims = append(claims, claim{lc: lc, al: al, how: "derived"})
+			continue
+		}
+		if hasRec && a.runsAsRecorded(node, rec, lc) {
+			claims = append(claims, claim{lc: lc, al: rec, how: "restored"})
+			continue
+		}
+		if al, ok := a.adoption(lc); ok {
+			claims = append(claims, claim{lc: lc, al: al, how: "adopted"})
+			continue
+		}
+		rep.unmanaged++
+	}
+	next, hold := plan.NewState(node), newHolders()
+	running := cpuset.New()
+	for _, c := range claims {
+		running = running.Union(c.al.CPUs)
+	}
+	for _, c := range claims {
+		al := c.al
+		al.Idled = al.Idled.Difference(running)
+		if err := next.Add(al); err != nil {
+			a.log.Warn("cannot keep what a running container holds: it conflicts with another; left unmanaged",
+				"pod", podName(c.lc.pod), "container", c.lc.key.Container, "from", c.how, "err", err)
+			rep.unmanaged++
+			continue
+		}
+		hold.add(c.lc.key, c.lc.ctr.GetId(), c.lc.ctr.GetPodSandboxId())
+		switch c.how {
+		case "derived":
+			rep.derived++
+		case "restored":
+			rep.restored++
+		default:
+			rep.adopted++
+			a.log.Info("adopted", "pod", podName(c.lc.pod), "container", c.lc.key.Container, "pool", al.Pool,
+				"cpus", c.lc.cpus.String(), "milliCPU", al.MilliCPU)
+		}
+	}
+	for k := range byKey {
+		if _, ok := hold.holderOf(k); !ok {
+			rep.dropped++
+		}
+	}
+	return next, hold, rep
+}
+
+// liveContainers lists the runtime's containers that are not stopped, one per key, in
+// container ID order (so a rebuild is deterministic).
+func (a *Agent) liveContainers(pods []*api.PodSandbox, ctrs []*api.Container) []liveCtr {
 	podByID := make(map[string]*api.PodSandbox, len(pods))
 	for _, p := range pods {
 		podByID[p.GetId()] = p
 	}
+	sorted := slices.SortedFunc(slices.Values(ctrs), func(x, y *api.Container) int { return strings.Compare(x.GetId(), y.GetId()) })
 	var live []liveCtr
 	seen := map[state.Key]bool{}
-	for _, c := range ctrs {
+	for _, c := range sorted {
 		p := podByID[c.GetPodSandboxId()]
 		if p == nil || c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
@@ -94,106 +173,24 @@ func (a *Agent) rebuild(known []state.Allocation, pods []*api.PodSandbox, ctrs [
 		}
 		live = append(live, lc)
 	}
-	byKey := make(map[state.Key]state.Allocation, len(known))
-	for _, al := range known {
-		byKey[al.Key()] = al
-	}
-	next, ids := plan.NewState(a.node.Load()), map[state.Key]string{}
-	rep := syncReport{containers: len(live)}
-	var rest []liveCtr
-	for _, lc := range live {
-		if al, ok := byKey[lc.key]; ok && a.restore(next, al, lc) {
-			ids[lc.key] = lc.ctr.GetId()
-			rep.restored++
-			continue
-		}
-		rest = append(rest, lc)
-	}
-	for _, lc := range rest {
-		if a.adopt(next, lc) {
-			ids[lc.key] = lc.ctr.GetId()
-			rep.adopted++
-		} else {
-			rep.unmanaged++
-		}
-	}
-	for k := range byKey {
-		if _, ok := ids[k]; !ok {
-			rep.dropped++
-		}
-	}
-	return next, ids, rep
+	return live
 }
 
-// restore adds a known allocation if the container runs on its CPUs (or the runtime did
-// not say where it runs).
-func (a *Agent) restore(s *plan.State, al state.Allocation, lc liveCtr) bool {
-	if err := s.Add(al); err != nil {
-		a.log.Warn("recorded allocation no longer fits; adopting the container as it runs",
-			"pod", podName(lc.pod), "container", lc.key.Container, "err", err)
+// runsAsRecorded reports whether a recorded allocation fits the node and the container runs
+// on its CPUs (or the runtime did not say where it runs).
+func (a *Agent) runsAsRecorded(node *plan.Node, al state.Allocation, lc liveCtr) bool {
+	probe := plan.NewState(node)
+	if err := probe.Add(al); err != nil {
+		a.log.Warn("checkpoint record does not fit the node; rebuilding the container from the runtime",
+			"pod", podName(lc.pod), "container", lc.key.Container, "record", describe(al), "err", err)
 		return false
 	}
-	d, err := a.node.Load().Plan(s, plan.Container{PodUID: al.PodUID, Name: al.Container})
-	if err == nil && (!lc.set || d.CPUs.Equals(lc.cpus)) {
-		return true
-	}
-	s.Release(al.Key())
-	a.log.Warn("container runs elsewhere than recorded; adopting it as it runs", "pod", podName(lc.pod),
-		"container", lc.key.Container, "recorded", d.CPUs.String(), "running", lc.cpus.String())
-	return false
-}
-
-// adopt records a container the agent did not place, as it runs: a cpuset inside one
-// exclusive pool (plus, optionally, the whole shared pool) holds those exclusive CPUs; a
-// cpuset that is the shared pool, with a CFS quota, holds that share of it. Other containers
-// (default pool, no cpuset, spanning pools) hold nothing and stay unmanaged.
-func (a *Agent) adopt(s *plan.State, lc liveCtr) bool {
-	al, ok := a.adoption(lc)
-	if !ok {
+	if d := node.Decide(al); lc.set && !d.CPUs.Equals(lc.cpus) {
+		a.log.Warn("container runs elsewhere than recorded; rebuilding it from the runtime", "pod", podName(lc.pod),
+			"container", lc.key.Container, "recorded", d.CPUs.String(), "running", lc.cpus.String())
 		return false
 	}
-	if err := s.Add(al); err != nil {
-		a.log.Warn("cannot adopt container: its CPUs are taken", "pod", podName(lc.pod), "container", lc.key.Container,
-			"cpus", lc.cpus.String(), "err", err)
-		return false
-	}
-	a.log.Info("adopted", "pod", podName(lc.pod), "container", lc.key.Container, "pool", al.Pool,
-		"cpus", lc.cpus.String(), "milliCPU", al.MilliCPU)
 	return true
-}
-
-func (a *Agent) adoption(lc liveCtr) (state.Allocation, bool) {
-	if !lc.set || lc.cpus.IsEmpty() {
-		return state.Allocation{}, false
-	}
-	al := state.Allocation{PodUID: lc.key.PodUID, Namespace: lc.pod.GetNamespace(), Pod: lc.pod.GetName(), Container: lc.key.Container}
-	shared, hasShared := a.node.Load().Pools.Shared()
-	rest := lc.cpus
-	for _, p := range a.node.Load().Pools.Pools {
-		if in := lc.cpus.Intersection(p.CPUs); p.Type == state.TypeExclusive && !in.IsEmpty() {
-			al.Pool, al.Type, al.CPUs, rest = p.Name, state.TypeExclusive, in, lc.cpus.Difference(p.CPUs)
-			break
-		}
-	}
-	if !rest.IsEmpty() && !(hasShared && rest.Equals(shared.CPUs)) {
-		return state.Allocation{}, false // spans pools other than one exclusive and the shared one
-	}
-	if hasShared && rest.Equals(shared.CPUs) {
-		cpu := lc.ctr.GetLinux().GetResources().GetCpu()
-		quota, period := cpu.GetQuota().GetValue(), int64(cpu.GetPeriod().GetValue())
-		if quota <= 0 || period <= 0 {
-			return state.Allocation{}, false // no bandwidth limit: not a podfence share
-		}
-		milli := quota*1000/period - int64(al.CPUs.Size())*1000
-		if milli <= 0 {
-			return state.Allocation{}, false
-		}
-		al.SharedPool, al.MilliCPU = shared.Name, milli
-		if al.Type == "" {
-			al.Pool, al.Type = shared.Name, state.TypeShared
-		}
-	}
-	return al, true
 }
 
 // persistDiff queues the checkpoint changes from the known allocations to now. The caller

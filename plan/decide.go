@@ -9,6 +9,7 @@ import (
 	"github.com/podfence/podfence/allocate"
 	"github.com/podfence/podfence/pools"
 	"github.com/podfence/podfence/state"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/cpuset"
 )
 
@@ -92,13 +93,17 @@ func (n *Node) allocation(s *State, c Container) (state.Allocation, error) {
 			if a.Type == state.TypeExclusive {
 				return a, refuse(CodeInvalidRequest, "asks for two exclusive pools (%q and %q): a container may use one", a.Pool, name)
 			}
+			if size := resource.NewQuantity(int64(p.CPUs.Size()), resource.DecimalSI); q.Cmp(*size) > 0 {
+				return a, refuse(CodeExclusiveTooLarge, "asks %s=%s, but exclusive pool %q has %d CPUs",
+					pools.ResourceName(name), q.String(), name, p.CPUs.Size())
+			}
 			if q.MilliValue()%1000 != 0 || q.Sign() <= 0 {
 				return a, refuse(CodeFractionalExclusive, "exclusive pool %q counts whole CPUs: %s=%s is not a whole number above 0 (ask for 1, 2, ...)",
 					name, pools.ResourceName(name), q.String())
 			}
 			a.Pool, a.Type, excl = name, state.TypeExclusive, q.Value()
 		case state.TypeShared:
-			if err := n.shareOf(s, &a, name, q.MilliValue()); err != nil {
+			if err := n.shareOf(s, &a, name, q); err != nil {
 				return a, err
 			}
 		}
@@ -112,17 +117,22 @@ func (n *Node) allocation(s *State, c Container) (state.Allocation, error) {
 	return a, nil
 }
 
-// shareOf sets the shared-pool share; milli1000 is the request in thousandths of a device.
-func (n *Node) shareOf(s *State, a *state.Allocation, name string, milli1000 int64) error {
+// shareOf sets the shared-pool share; q counts millicpu (devices of the pool's resource).
+// An amount above the pool's capacity is refused before any arithmetic on it, so a value
+// that overflows int64 cannot wrap into a grant.
+func (n *Node) shareOf(s *State, a *state.Allocation, name string, q resource.Quantity) error {
 	p, _ := n.Pools.Pool(name)
+	capacity := int64(p.CPUs.Size()) * 1000
+	if q.Cmp(*resource.NewQuantity(capacity, resource.DecimalSI)) > 0 {
+		return refuse(CodeSharedTooLarge, "asks %s millicpu of shared pool %q, which has %d CPUs (%d millicpu)",
+			q.String(), name, p.CPUs.Size(), capacity)
+	}
+	milli1000 := q.MilliValue()
 	if milli1000%1000 != 0 || milli1000 <= 0 {
 		return refuse(CodeInvalidRequest, "shared pool %q counts millicpu as a whole number: %s=%s is not one above 0 (ask 500 for half a CPU)",
 			name, pools.ResourceName(name), strconv.FormatFloat(float64(milli1000)/1000, 'f', -1, 64))
 	}
-	milli, capacity := milli1000/1000, int64(p.CPUs.Size())*1000
-	if milli > capacity {
-		return refuse(CodeSharedTooLarge, "asks %d millicpu of shared pool %q, which has %d CPUs (%d millicpu)", milli, name, p.CPUs.Size(), capacity)
-	}
+	milli := milli1000 / 1000
 	if free := capacity - s.SharedUsed(); milli > free {
 		return refuse(CodeNotEnoughShared, "asks %d millicpu of shared pool %q: requested=%d, free=%d of %d", milli, name, milli, free, capacity)
 	}
@@ -155,14 +165,21 @@ func (n *Node) exclusive(s *State, a *state.Allocation, want int, given cpuset.C
 		return refuse(CodeCPUsUnavailable, "given CPUs %s of pool %q are held by %s", g.Difference(free), a.Pool, s.holders(g.Difference(free)))
 	}
 	a.CPUs = given
-	if ix.SingleThreaded() {
-		var idle []int
-		for _, cpu := range given.List() {
-			idle = append(idle, n.Topology.Siblings(cpu).List()...)
-		}
-		a.Idled = allocate.NewSet(idle...).Intersection(free).Difference(g).CPUSet()
-	}
+	a.Idled = n.IdledSiblings(a.Pool, given).Intersection(free.CPUSet())
 	return nil
+}
+
+// IdledSiblings is what an exclusive allocation of cpus in pool keeps idle beside them: in a
+// singleThreaded pool, the pool's other threads of their cores; nothing in a multiThreaded
+// one. The allocator idles exactly these (of the free ones), so the set follows from the
+// CPUs alone and a state rebuilt from the runtime's cpusets gets them back.
+func (n *Node) IdledSiblings(pool string, cpus cpuset.CPUSet) cpuset.CPUSet {
+	ix, ok := n.index[pool]
+	if !ok || !ix.SingleThreaded() {
+		return cpuset.New()
+	}
+	own := allocate.SetOf(cpus)
+	return ix.CoreThreads(own).Difference(own).CPUSet()
 }
 
 // commaList renders CPUs as "2,3,50,51", the form of EXCLUSIVE_CPUS and SHARED_CPUS.

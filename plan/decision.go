@@ -25,12 +25,16 @@ type Decision struct {
 	// Quota and Period are the CFS bandwidth in microseconds; Quota 0 means no limit.
 	Quota  int64
 	Period int64
-	Env    []EnvVar
+	// QuotaRaised is true when the share's quota was below MinCFSQuota and was raised to it.
+	QuotaRaised bool
+	Env         []EnvVar
 	// Existing is true when the container already held this allocation (nothing moved).
 	Existing bool
 }
 
-// decide turns an allocation into the runtime settings.
+// Decide turns an allocation into the runtime settings.
+func (n *Node) Decide(a state.Allocation) Decision { return n.decide(a) }
+
 func (n *Node) decide(a state.Allocation) Decision {
 	d := Decision{Allocation: a}
 	switch a.Type {
@@ -46,6 +50,9 @@ func (n *Node) decide(a state.Allocation) Decision {
 		d.CPUs = d.CPUs.Union(p.CPUs)
 		d.Period = n.Policy.CFSPeriod
 		d.Quota = (int64(a.CPUs.Size())*1000 + a.MilliCPU) * d.Period / 1000
+		if d.Quota < MinCFSQuota {
+			d.Quota, d.QuotaRaised = MinCFSQuota, true
+		}
 		d.Env = append(d.Env, EnvVar{Name: EnvSharedCPUs, Value: commaList(p.CPUs)})
 	}
 	d.Mems = n.memsOf(d.CPUs)
@@ -80,6 +87,7 @@ type decisionJSON struct {
 	Shared     string           `json:"sharedCPUs,omitempty"`
 	Quota      int64            `json:"cfsQuota,omitempty"`
 	Period     int64            `json:"cfsPeriod,omitempty"`
+	Raised     bool             `json:"cfsQuotaRaisedToMin,omitempty"`
 	Env        []EnvVar         `json:"env,omitempty"`
 	Existing   bool             `json:"existing,omitempty"`
 }
@@ -87,5 +95,5 @@ type decisionJSON struct {
 // MarshalJSON writes CPU sets in their Linux list form.
 func (d Decision) MarshalJSON() ([]byte, error) {
 	return json.Marshal(decisionJSON{Allocation: d.Allocation, CPUs: d.CPUs.String(), Mems: d.Mems.String(),
-		Shared: d.Shared.String(), Quota: d.Quota, Period: d.Period, Env: d.Env, Existing: d.Existing})
+		Shared: d.Shared.String(), Quota: d.Quota, Period: d.Period, Raised: d.QuotaRaised, Env: d.Env, Existing: d.Existing})
 }

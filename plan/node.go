@@ -17,6 +17,11 @@ import (
 // DefaultCFSPeriod is the CFS period, in microseconds, used for shared-pool quotas.
 const DefaultCFSPeriod = 100000
 
+// MinCFSQuota is the smallest CFS quota the kernel accepts, in microseconds. A share whose
+// quota would be smaller gets this one, as the kubelet does for small CPU limits (1 ms per
+// 100 ms period: 10 millicpu).
+const MinCFSQuota = 1000
+
 // Policy holds node-wide planning settings.
 type Policy struct {
 	// CFSPeriod is the CFS period in microseconds for shared-pool quotas (DefaultCFSPeriod if 0).
@@ -71,6 +76,7 @@ const (
 	CodeNotEnoughCPUs       = "NotEnoughCPUs"
 	CodeFractionalExclusive = "FractionalExclusive"
 	CodeSharedTooLarge      = "SharedTooLarge"
+	CodeExclusiveTooLarge   = "ExclusiveTooLarge"
 	CodeNotEnoughShared     = "NotEnoughShared"
 	CodeInvalidRequest      = "InvalidRequest"
 	CodeCPUsUnavailable     = "CPUsUnavailable"

@@ -40,11 +40,16 @@ func (s *State) Restore(allocs []state.Allocation) error {
 	return nil
 }
 
-// Add records an allocation. It replaces nothing: the key must be new.
+// Add records an allocation. It replaces nothing: the key must be new. Every field is
+// checked against the node and the other allocations (a record read back from disk may be
+// damaged): no CPU or millicpu is ever counted twice.
 func (s *State) Add(a state.Allocation) error {
 	k := a.Key()
 	if _, dup := s.allocs[k]; dup {
 		return fmt.Errorf("container %s already holds an allocation", k)
+	}
+	if err := s.node.checkFields(a); err != nil {
+		return err
 	}
 	if a.Type == state.TypeExclusive {
 		free, ok := s.free[a.Pool]
@@ -61,8 +66,12 @@ func (s *State) Add(a state.Allocation) error {
 		s.free[a.Pool] = free.Difference(held)
 	}
 	if a.MilliCPU > 0 {
-		if p, ok := s.node.Pools.Shared(); !ok || p.Name != a.SharedPool {
+		p, ok := s.node.Pools.Shared()
+		if !ok || p.Name != a.SharedPool {
 			return fmt.Errorf("shared pool %q is not this node's shared pool", a.SharedPool)
+		}
+		if capacity := int64(p.CPUs.Size()) * 1000; a.MilliCPU > capacity-s.shared {
+			return fmt.Errorf("milliCPU %d: shared pool %q has %d of %d millicpu left", a.MilliCPU, p.Name, capacity-s.shared, capacity)
 		}
 		s.shared += a.MilliCPU
 	}
@@ -124,4 +133,38 @@ func (s *State) holders(cpus allocate.Set) string {
 		}
 	}
 	return fmt.Sprint(names)
+}
+
+// checkFields checks an allocation's fields against each other and the node's pools.
+func (n *Node) checkFields(a state.Allocation) error {
+	if a.MilliCPU < 0 {
+		return fmt.Errorf("milliCPU %d: want 0 or more", a.MilliCPU)
+	}
+	if a.MilliCPU == 0 && a.SharedPool != "" {
+		return fmt.Errorf("sharedPool %q with milliCPU 0: want a share above 0 or no shared pool", a.SharedPool)
+	}
+	switch a.Type {
+	case state.TypeExclusive:
+		if a.CPUs.IsEmpty() {
+			return fmt.Errorf("exclusive allocation in pool %q has no CPUs", a.Pool)
+		}
+		if extra := a.Idled.Difference(n.IdledSiblings(a.Pool, a.CPUs)); !extra.IsEmpty() {
+			return fmt.Errorf("idled CPUs %s are not siblings that pool %q keeps idle beside CPUs %s", extra, a.Pool, a.CPUs)
+		}
+		return nil
+	case state.TypeShared:
+		if a.MilliCPU == 0 || a.Pool != a.SharedPool {
+			return fmt.Errorf("shared allocation in pool %q: want milliCPU above 0 and sharedPool %q (got %d, %q)", a.Pool, a.Pool, a.MilliCPU, a.SharedPool)
+		}
+	case state.TypeDefault:
+		if a.Pool != n.Pools.Default.Name {
+			return fmt.Errorf("default-pool allocation names pool %q: want %q", a.Pool, n.Pools.Default.Name)
+		}
+	default:
+		return fmt.Errorf("type %q: want %s, %s or %s", a.Type, state.TypeExclusive, state.TypeShared, state.TypeDefault)
+	}
+	if !a.CPUs.IsEmpty() || !a.Idled.IsEmpty() {
+		return fmt.Errorf("%s allocation holds CPUs %s idled %s: only exclusive allocations hold CPUs", a.Type, a.CPUs, a.Idled)
+	}
+	return nil
 }

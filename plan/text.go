@@ -112,6 +112,9 @@ func quota(d Decision) string {
 	if d.Quota == 0 {
 		return "-"
 	}
+	if d.QuotaRaised {
+		return fmt.Sprintf("%d/%dµs (kernel minimum)", d.Quota, d.Period)
+	}
 	return fmt.Sprintf("%d/%dµs", d.Quota, d.Period)
 }
 

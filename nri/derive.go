@@ -1,0 +1,118 @@
+package nri
+
+import (
+	"fmt"
+
+	"github.com/podfence/podfence/plan"
+	"github.com/podfence/podfence/state"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// derive rebuilds what CreateContainer recorded for a live container from the runtime alone:
+// the pool request its annotations carry and the cpuset it runs on. It succeeds only when
+// the settings podfence derives for that allocation are the cpuset the container runs on, so
+// a container that was moved, or placed by a different pool config, is not taken for one of
+// podfence's.
+func (a *Agent) derive(node *plan.Node, lc liveCtr) (state.Allocation, bool) {
+	if !lc.set || lc.cpus.IsEmpty() {
+		return state.Allocation{}, false
+	}
+	c, err := a.containerOf(lc.pod, lc.ctr)
+	if err != nil {
+		return state.Allocation{}, false
+	}
+	al := state.Allocation{PodUID: c.PodUID, Namespace: c.Namespace, Pod: c.Pod, Container: c.Name,
+		Pool: node.Pools.Default.Name, Type: state.TypeDefault}
+	for _, name := range c.Request.Pools() {
+		p, ok := node.Pools.Pool(name)
+		if !ok {
+			return state.Allocation{}, false
+		}
+		q := c.Request[name]
+		size := resource.NewQuantity(int64(p.CPUs.Size()), resource.DecimalSI)
+		switch p.Type {
+		case state.TypeExclusive:
+			cpus := lc.cpus.Intersection(p.CPUs)
+			if al.Type == state.TypeExclusive || q.Cmp(*resource.NewQuantity(int64(cpus.Size()), resource.DecimalSI)) != 0 ||
+				!c.ExclusiveCPUs.IsEmpty() && !c.ExclusiveCPUs.Equals(cpus) {
+				return state.Allocation{}, false
+			}
+			al.Pool, al.Type, al.CPUs = name, state.TypeExclusive, cpus
+			al.Idled = node.IdledSiblings(name, cpus)
+		case state.TypeShared:
+			size.Mul(1000)
+			if q.Cmp(*size) > 0 || q.Sign() <= 0 {
+				return state.Allocation{}, false
+			}
+			al.SharedPool, al.MilliCPU = name, q.Value()
+		}
+	}
+	if al.MilliCPU > 0 && al.Type == state.TypeDefault {
+		al.Pool, al.Type = al.SharedPool, state.TypeShared
+	}
+	if !node.Decide(al).CPUs.Equals(lc.cpus) {
+		return state.Allocation{}, false
+	}
+	return al, true
+}
+
+// adoption records a container podfence did not place (or whose annotations no longer say
+// how), as it runs: a cpuset inside one exclusive pool (plus, optionally, the whole shared
+// pool) holds those exclusive CPUs, and their idled siblings under singleThreaded; a cpuset
+// that is the shared pool, with a CFS quota, holds that share of it; a cpuset that is the
+// default pool is a default-pool container. Others (no cpuset, spanning pools) stay
+// unmanaged.
+func (a *Agent) adoption(lc liveCtr) (state.Allocation, bool) {
+	if !lc.set || lc.cpus.IsEmpty() {
+		return state.Allocation{}, false
+	}
+	node := a.node.Load()
+	al := state.Allocation{PodUID: lc.key.PodUID, Namespace: lc.pod.GetNamespace(), Pod: lc.pod.GetName(), Container: lc.key.Container}
+	if lc.cpus.Equals(node.Pools.Default.CPUs) {
+		al.Pool, al.Type = node.Pools.Default.Name, state.TypeDefault
+		return al, true
+	}
+	shared, hasShared := node.Pools.Shared()
+	rest := lc.cpus
+	for _, p := range node.Pools.Pools {
+		if in := lc.cpus.Intersection(p.CPUs); p.Type == state.TypeExclusive && !in.IsEmpty() {
+			al.Pool, al.Type, al.CPUs, rest = p.Name, state.TypeExclusive, in, lc.cpus.Difference(p.CPUs)
+			al.Idled = node.IdledSiblings(p.Name, in)
+			break
+		}
+	}
+	if !rest.IsEmpty() && !(hasShared && rest.Equals(shared.CPUs)) {
+		return state.Allocation{}, false // spans pools other than one exclusive and the shared one
+	}
+	if hasShared && rest.Equals(shared.CPUs) {
+		cpu := lc.ctr.GetLinux().GetResources().GetCpu()
+		quota, period := cpu.GetQuota().GetValue(), int64(cpu.GetPeriod().GetValue())
+		if quota <= 0 || period <= 0 {
+			return state.Allocation{}, false // no bandwidth limit: not a podfence share
+		}
+		milli := quota*1000/period - int64(al.CPUs.Size())*1000
+		if milli <= 0 {
+			return state.Allocation{}, false
+		}
+		al.SharedPool, al.MilliCPU = shared.Name, milli
+		if al.Type == "" {
+			al.Pool, al.Type = shared.Name, state.TypeShared
+		}
+	}
+	return al, true
+}
+
+// describe is an allocation in one short line, for logs.
+func describe(al state.Allocation) string {
+	s := fmt.Sprintf("%s %s", al.Type, al.Pool)
+	if !al.CPUs.IsEmpty() {
+		s += " cpus=" + al.CPUs.String()
+	}
+	if !al.Idled.IsEmpty() {
+		s += " idled=" + al.Idled.String()
+	}
+	if al.MilliCPU != 0 {
+		s += fmt.Sprintf(" %s=%dm", al.SharedPool, al.MilliCPU)
+	}
+	return s
+}
