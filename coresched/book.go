@@ -25,15 +25,15 @@ const (
 
 // member is a container, or a pod sandbox, whose tasks should carry its group's cookie.
 type member struct {
-	ID     string // container ID, or the pod sandbox ID
-	Pod    string // namespace/name
-	PodUID string
-	Name   string // container name; "" for the pod sandbox
-	Group  Group
-	Cgroup string // cgroup path inside the hierarchy ("" when unknown)
-	Pid    int    // a task that was given the cookie (it may have exited since)
-	Start  uint64 // start time of its oldest process, for "oldest member"
-	State  State
+	ID      string // container ID, or the pod sandbox ID
+	Pod     string // namespace/name
+	Sandbox string // the pod sandbox ID: a re-created sandbox of the pod has another
+	Name    string // container name; "" for the pod sandbox
+	Group   Group
+	Cgroup  string // cgroup path inside the hierarchy ("" when unknown)
+	Pid     int    // a task that was given the cookie (it may have exited since)
+	Start   uint64 // start time of its oldest process, for "oldest member"
+	State   State
 }
 
 // groupRec is a group with a cookie: the cookie as GET reads it, and its members in the

@@ -55,7 +55,7 @@ func (m *Manager) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if err != nil {
 		return nil // refused or reported at CreateContainer
 	}
-	mem := member{ID: pod.GetId(), Pod: podName(pod), PodUID: pod.GetUid(), Group: g}
+	mem := member{ID: pod.GetId(), Pod: podName(pod), Sandbox: pod.GetId(), Group: g}
 	if err := m.start(mem, int(pod.GetPid()), pod.GetLinux().GetCgroupsPath()); err != nil {
 		m.log.Warn("core scheduling: pod sandbox without its cookie", "pod", podName(pod), "err", err)
 	}
@@ -70,7 +70,7 @@ func (m *Manager) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil
 	}
-	mem := member{ID: ctr.GetId(), Pod: podName(pod), PodUID: pod.GetUid(), Name: ctr.GetName(), Group: g}
+	mem := member{ID: ctr.GetId(), Pod: podName(pod), Sandbox: sandboxOf(pod, ctr), Name: ctr.GetName(), Group: g}
 	return m.start(mem, int(ctr.GetPid()), ctr.GetLinux().GetCgroupsPath())
 }
 
@@ -79,12 +79,14 @@ func (m *Manager) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api
 	m.forget(ctr.GetId())
 }
 
-// RemovePodSandbox forgets the pod sandbox and any container of the pod still recorded.
+// RemovePodSandbox forgets the pod sandbox and any of its containers still recorded. The
+// pod's UID is no key: the kubelet removes a dead sandbox after it has re-created the pod
+// in a new one, whose members stay.
 func (m *Manager) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) {
 	m.mu.Lock()
 	var ids []string
 	for _, mem := range m.book.list() {
-		if mem.PodUID == pod.GetUid() {
+		if mem.Sandbox == pod.GetId() {
 			ids = append(ids, mem.ID)
 		}
 	}
@@ -98,16 +100,35 @@ func (m *Manager) forget(id string) {
 	m.mu.Lock()
 	mem, ok := m.book.members[id]
 	g := m.book.remove(id)
-	groups := len(m.book.groups)
-	m.mu.Unlock()
-	if !ok {
-		return
+	if ok {
+		m.unpublish(mem)
+		m.met.groups.Set(float64(len(m.book.groups)))
 	}
-	m.met.dropMember(mem)
-	m.met.groups.Set(float64(groups))
+	m.mu.Unlock()
 	if g != "" {
 		m.log.Info("core scheduling group has no member left; its cookie is forgotten", "group", g)
 	}
+}
+
+// unpublish drops the metric series of mem, a member just forgotten. Another instance of
+// the container (restarted, or in the pod's re-created sandbox) has the same labels: its
+// series is set again instead. The caller holds m.mu.
+func (m *Manager) unpublish(mem member) {
+	for _, o := range m.book.list() {
+		if o.Pod == mem.Pod && o.Name == mem.Name {
+			m.met.setMember(o)
+			return
+		}
+	}
+	m.met.dropMember(mem)
+}
+
+// sandboxOf returns the ID of ctr's pod sandbox.
+func sandboxOf(pod *api.PodSandbox, ctr *api.Container) string {
+	if id := ctr.GetPodSandboxId(); id != "" {
+		return id
+	}
+	return pod.GetId()
 }
 
 func podName(pod *api.PodSandbox) string { return pod.GetNamespace() + "/" + pod.GetName() }

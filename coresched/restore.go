@@ -33,7 +33,7 @@ func (m *Manager) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []
 		if err != nil {
 			return
 		}
-		mem := member{ID: id, Pod: podName(pod), PodUID: pod.GetUid(), Name: name, Group: g}
+		mem := member{ID: id, Pod: podName(pod), Sandbox: pod.GetId(), Name: name, Group: g}
 		pids, lerr := m.locate(&mem, pid, cgroupsPath)
 		switch {
 		case lerr != nil:

@@ -102,8 +102,11 @@ func (e *endpoint) stop() {
 }
 
 // alive reports whether the socket this server listens on is still in place (the kubelet
-// removes every socket in its dir when it starts).
-func (e *endpoint) alive() bool { return e.srv != nil && statID(e.path()) == e.sock }
+// removes every socket in its dir when it starts). A socket gone before serve could stat
+// it has no identity: it is not alive.
+func (e *endpoint) alive() bool {
+	return e.srv != nil && e.sock != (fileID{}) && statID(e.path()) == e.sock
+}
 
 // register registers the resource with the kubelet listening on kubeletSock.
 func (e *endpoint) register(ctx context.Context, kubeletSock string) error {

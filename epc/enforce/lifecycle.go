@@ -126,8 +126,10 @@ func (x *Extension) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) {
 	}
 }
 
-// Synchronize rebuilds the tracked containers from the runtime's, after a (re)connection.
-// It writes nothing: a limit found not in force is reported as unenforced.
+// Synchronize rebuilds the tracked containers from the runtime's live ones, after a
+// (re)connection. It writes nothing: a limit found not in force is reported as unenforced.
+// Exited containers are left out, as StopContainer forgets them: one in a dead sandbox the
+// kubelet re-created has its cgroup gone and a running instance under its name.
 func (x *Extension) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) error {
 	byID := map[string]*api.PodSandbox{}
 	for _, p := range pods {
@@ -135,6 +137,9 @@ func (x *Extension) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs 
 	}
 	next := map[string]*entry{}
 	for _, ctr := range ctrs {
+		if ctr.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
 		pod := byID[ctr.GetPodSandboxId()]
 		limit, _, err := epc.Resolve(pod.GetAnnotations(), ctr.GetName())
 		if err != nil {

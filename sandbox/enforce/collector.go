@@ -54,7 +54,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descSandboxes, float64(len(x.pods)))
 	counter(descRemoveFailures, x.removeFailures)
-	for _, v := range x.pods {
+	for _, v := range x.shown() {
 		l := []string{v.namespace, v.name}
 		gauge(descInForce, map[bool]float64{true: 1}[v.ok], l...)
 		a := v.applied
@@ -71,4 +71,31 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(descKept, v.kept, l...)
 	}
+}
+
+// shown returns the sandboxes to report, one per pod: the kubelet re-creates a dead
+// sandbox under the pod's name and removes the old one later, and two series with the same
+// labels would fail the whole scrape. The caller holds x.mu.
+func (x *Extension) shown() []*vm {
+	byPod := map[[2]string]*vm{}
+	for _, v := range x.pods {
+		k := [2]string{v.namespace, v.name}
+		if o, ok := byPod[k]; !ok || v.outranks(o) {
+			byPod[k] = v
+		}
+	}
+	out := make([]*vm, 0, len(byPod))
+	for _, v := range byPod {
+		out = append(out, v)
+	}
+	return out
+}
+
+// outranks reports whether v rather than o, a sandbox of the same pod, is shown: the one
+// whose process was found at its last update, else the newer.
+func (v *vm) outranks(o *vm) bool {
+	if v.lost != o.lost {
+		return !v.lost
+	}
+	return v.seq > o.seq
 }

@@ -75,6 +75,7 @@ type Extension struct {
 	// mu guards what follows and serialises the work on the host.
 	mu             sync.Mutex
 	pods           map[string]*vm // by pod sandbox ID
+	seq            uint64         // sandboxes seen
 	removeFailures uint64         // sandbox cgroups left behind
 }
 
@@ -201,7 +202,7 @@ func (x *Extension) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs 
 		}
 		v := x.track(pod)
 		if o, ok := old[pod.GetId()]; ok {
-			v.cg, v.created, v.failures, v.kept = o.cg, o.created, o.failures, o.kept
+			v.seq, v.cg, v.created, v.failures, v.kept = o.seq, o.cg, o.created, o.failures, o.kept
 		}
 		for _, ctr := range ctrs {
 			if ctr.GetPodSandboxId() == pod.GetId() && ctr.GetState() != api.ContainerState_CONTAINER_STOPPED {
@@ -230,6 +231,8 @@ func (x *Extension) track(pod *api.PodSandbox) *vm {
 			cgroupsPath: pod.GetLinux().GetCgroupsPath(), parent: pod.GetLinux().GetCgroupParent(),
 			overhead: resourcesOf(pod.GetLinux().GetPodOverhead()), members: map[string]member{},
 			failures: map[string]uint64{}}
+		x.seq++
+		v.seq = x.seq
 		x.pods[v.id] = v
 	}
 	if pid := int(pod.GetPid()); pid > 0 {

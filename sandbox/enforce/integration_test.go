@@ -24,28 +24,8 @@ func TestMain(m *testing.M) {
 // quota (500m) and cpuset, not its own (none), plus the overhead.
 func TestThroughNRI(t *testing.T) {
 	f := newFixture(t, "v1")
-	rt := nritest.StartRuntime(t, "")
-
-	topo, err := topology.Synthetic("sockets=1,cores=2,threads=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pools.Parse("test", []byte("pools:\n  default: {cpus: \"0\"}\n  shared_s: {cpus: \"1\"}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	layout, err := pools.Resolve(cfg, topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := nri.New(plan.NewNode(topo, layout, plan.Policy{}), nritest.NoCheckpoint{}, testLogger(f.log), nri.Options{Extensions: []nri.Extension{f.x}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- a.Run(ctx, nri.Connection{Socket: rt.Socket, PluginName: "podfence", PluginIndex: "10"})
-	}()
-	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
-	rt.WaitSynced(t, 1) // the agent
+	rt := startAgent(t, f)
+	ctx := context.Background()
 
 	pod := kataPod()
 	pod.Annotations = map[string]string{nri.AnnotationCPUPools: `{"c1": {"shared_s": 500}}`}
@@ -71,4 +51,32 @@ func TestThroughNRI(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.n.Root, "cpuset", sbPath)); !os.IsNotExist(err) {
 		t.Errorf("sandbox cgroup left after RemovePodSandbox: %v", err)
 	}
+}
+
+// startAgent runs the podfence agent with f's extension (pools: default CPU 0, shared_s
+// CPU 1) against a real NRI runtime side, until the test ends.
+func startAgent(t *testing.T, f *fixture) *nritest.Runtime {
+	t.Helper()
+	rt := nritest.StartRuntime(t, "")
+	topo, err := topology.Synthetic("sockets=1,cores=2,threads=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pools.Parse("test", []byte("pools:\n  default: {cpus: \"0\"}\n  shared_s: {cpus: \"1\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := pools.Resolve(cfg, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := nri.New(plan.NewNode(topo, layout, plan.Policy{}), nritest.NoCheckpoint{}, testLogger(f.log), nri.Options{Extensions: []nri.Extension{f.x}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Run(ctx, nri.Connection{Socket: rt.Socket, PluginName: "podfence", PluginIndex: "10"})
+	}()
+	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
+	rt.WaitSynced(t, 1) // the agent
+	return rt
 }

@@ -17,7 +17,9 @@ import (
 // vm is a VM sandbox the extension holds.
 type vm struct {
 	id, namespace, name string
+	seq                 uint64 // order of first sight: a pod's re-created sandbox is newer
 	pid                 int    // the sandbox's pid (NRI PodSandbox.Pid): the anchor of its processes
+	lost                bool   // the last update found no process with that pid
 	cgroupsPath, parent string // the sandbox's cgroups path and the pod's cgroup parent
 	overhead            sandbox.Resources
 	members             map[string]member // live containers by name
@@ -171,7 +173,8 @@ func (x *Extension) place(v *vm, log *slog.Logger) error {
 		cg, err := v.cg.CgroupOf(x.proc, p.PID)
 		return err == nil && cgs[cg]
 	})
-	if members == nil {
+	v.lost = members == nil
+	if v.lost {
 		return fmt.Errorf("the sandbox's process %d is gone", v.pid)
 	}
 	p, err := v.cg.Place(x.proc, members)
