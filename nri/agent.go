@@ -38,36 +38,42 @@ type Checkpoint interface {
 type Options struct {
 	// Extensions ride on the agent's events, in this order (see Extension).
 	Extensions []Extension
+	// LayoutChanged, if set, is called after the agent took a new layout (Reload, or a
+	// pending one once nothing blocks it), outside the agent's locks.
+	LayoutChanged func(*plan.Node)
 }
 
 // Agent is the NRI plugin. Create it with New and connect it with Run.
 type Agent struct {
-	node    atomic.Pointer[plan.Node] // swapped whole by Reload
-	reconf  sync.Mutex                // serialises Synchronize and Reload
-	log     *slog.Logger
-	exts    []Extension
-	store   Checkpoint
-	persist *persister
+	node     atomic.Pointer[plan.Node] // swapped whole by Reload
+	reconf   sync.Mutex                // serialises Synchronize and Reload
+	log      *slog.Logger
+	exts     []Extension
+	store    Checkpoint
+	persist  *persister
+	onLayout func(*plan.Node)
 
 	// mu guards everything below. Invariant: every key in hold holds an allocation in state.
-	mu    sync.Mutex
-	state *plan.State
-	hold  *holders      // the container instances holding allocations
-	syncs int           // completed Synchronize calls
-	syncC chan struct{} // closed and replaced at each Synchronize
+	mu      sync.Mutex
+	state   *plan.State
+	hold    *holders      // the container instances holding allocations
+	pending *pending      // a layout waiting for containers to end (see Reload)
+	syncs   int           // completed Synchronize calls
+	syncC   chan struct{} // closed and replaced at each Synchronize
 }
 
 // New returns an agent for node that records its allocations in cp. It starts the
 // checkpoint writer; Close stops it.
 func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Agent {
 	a := &Agent{
-		log:     log,
-		exts:    opts.Extensions,
-		store:   cp,
-		persist: newPersister(cp, log),
-		state:   plan.NewState(node),
-		hold:    newHolders(),
-		syncC:   make(chan struct{}),
+		log:      log,
+		exts:     opts.Extensions,
+		onLayout: opts.LayoutChanged,
+		store:    cp,
+		persist:  newPersister(cp, log),
+		state:    plan.NewState(node),
+		hold:     newHolders(),
+		syncC:    make(chan struct{}),
 	}
 	a.node.Store(node)
 	return a
@@ -120,4 +126,5 @@ func (a *Agent) releaseLocked(k state.Key) {
 	a.state.Release(k)
 	a.hold.remove(k)
 	a.persist.del(k)
+	a.unblocked(k)
 }

@@ -4,34 +4,168 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/podfence/podfence/checkpoint"
 	"github.com/podfence/podfence/plan"
+	"github.com/podfence/podfence/state"
 )
 
+// Pending is a pool config the agent has read but not taken yet, because running
+// containers would have to move: each of Blocking must end first.
+type Pending struct {
+	Source   string    `json:"source"`
+	Since    time.Time `json:"since"`
+	Blocking []Blocker `json:"blocking"`
+}
+
+// Blocker is a running container that keeps a new pool config from being taken, and why.
+type Blocker struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	Reason    string `json:"reason"`
+}
+
+// pending is the agent's pending layout; blocking is keyed for O(1) work per release.
+type pending struct {
+	node     *plan.Node
+	since    time.Time
+	blocking map[state.Key]Blocker
+}
+
+// ErrPending is wrapped by Reload's error when the new layout waits for containers to end.
+var ErrPending = errors.New("running containers would have to move")
+
 // Reload switches the agent to a new node layout, such as a changed pool config, without
-// moving any container: every allocation held now must fit the new pools as it is (its CPUs
-// still in a pool of the same name and type). If one does not, the new layout is refused
-// with the reasons and the agent keeps the old one.
+// moving any container: every running container must keep its cpuset, memory nodes and
+// quota under the new layout, and every exclusive allocation must fit it as it is. If one
+// does not, the old layout stays in force and the new one is pending (see Pending): it is
+// taken as soon as the last container blocking it is released (or at RetryReload), and a
+// newer Reload replaces it. The error names the blocking containers.
 func (a *Agent) Reload(node *plan.Node) error {
 	a.reconf.Lock()
 	defer a.reconf.Unlock()
 	a.mu.Lock()
+	taken, err := a.reloadLocked(node, time.Now())
+	a.mu.Unlock()
+	if taken {
+		a.layoutChanged(node)
+	}
+	return err
+}
+
+// RetryReload tries the pending layout again; it reports whether one was taken.
+func (a *Agent) RetryReload() bool {
+	a.reconf.Lock()
+	defer a.reconf.Unlock()
+	a.mu.Lock()
+	p := a.pending
+	taken := false
+	if p != nil {
+		taken, _ = a.reloadLocked(p.node, p.since)
+	}
+	a.mu.Unlock()
+	if taken {
+		a.log.Info("pending pool config taken: no running container blocks it any more", "poolConfig", p.node.Pools.Source)
+		a.layoutChanged(p.node)
+	}
+	return taken
+}
+
+// PendingReload returns the pending layout, if any.
+func (a *Agent) PendingReload() (Pending, bool) {
+	a.mu.Lock()
 	defer a.mu.Unlock()
-	allocs := a.state.Allocations()
-	var errs []error
-	for _, c := range checkpoint.Validate(allocs, node.Topology.Online(), node.PoolCPUs()) {
-		errs = append(errs, fmt.Errorf("container %s: %s", c.Key, c.Reason))
+	if a.pending == nil {
+		return Pending{}, false
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("new pool config %s keeps the old one: running containers would have to move: %w",
-			filepath.Base(node.Pools.Source), errors.Join(errs...))
+	out := Pending{Source: a.pending.node.Pools.Source, Since: a.pending.since}
+	for _, b := range a.pending.blocking {
+		out.Blocking = append(out.Blocking, b)
 	}
-	next := plan.NewState(node)
-	if err := next.Restore(allocs); err != nil {
-		return fmt.Errorf("new pool config %s keeps the old one: %w", filepath.Base(node.Pools.Source), err)
+	slices.SortFunc(out.Blocking, func(x, y Blocker) int {
+		return strings.Compare(x.Namespace+"/"+x.Pod+"/"+x.Container, y.Namespace+"/"+y.Pod+"/"+y.Container)
+	})
+	return out, true
+}
+
+// reloadLocked takes node if nothing blocks it, else makes it the pending layout. The
+// caller holds reconf and mu.
+func (a *Agent) reloadLocked(node *plan.Node, since time.Time) (bool, error) {
+	next, blocking := a.blockers(node)
+	if len(blocking) > 0 {
+		a.pending = &pending{node: node, since: since, blocking: blocking}
+		var reasons []string
+		for k, b := range blocking {
+			reasons = append(reasons, fmt.Sprintf("container %s (%s/%s %s): %s", k, b.Namespace, b.Pod, b.Container, b.Reason))
+		}
+		slices.Sort(reasons)
+		return false, fmt.Errorf("new pool config %s waits and the old one stays in force: %w: %s",
+			filepath.Base(node.Pools.Source), ErrPending, strings.Join(reasons, "; "))
 	}
+	a.pending = nil
 	a.node.Store(node)
 	a.state = next
-	return nil
+	return true, nil
+}
+
+// blockers checks every allocation against node: the state it would have there, and the
+// containers that would have to move. The caller holds mu.
+func (a *Agent) blockers(node *plan.Node) (*plan.State, map[state.Key]Blocker) {
+	cur := a.node.Load()
+	allocs := a.state.Allocations()
+	blocking := map[state.Key]Blocker{}
+	block := func(al state.Allocation, reason string) {
+		b := Blocker{Namespace: al.Namespace, Pod: al.Pod, Container: al.Container, Reason: reason}
+		if old, ok := blocking[al.Key()]; ok {
+			b.Reason = old.Reason + "; " + reason
+		}
+		blocking[al.Key()] = b
+	}
+	for _, c := range checkpoint.Validate(allocs, node.Topology.Online(), node.PoolCPUs()) {
+		al, _ := a.state.Get(c.Key)
+		block(al, c.Reason)
+	}
+	next := plan.NewState(node)
+	for _, al := range allocs {
+		if _, ok := blocking[al.Key()]; ok {
+			continue
+		}
+		if err := next.Add(al); err != nil {
+			block(al, err.Error())
+			continue
+		}
+		was, will := cur.Decide(al), node.Decide(al)
+		if !was.CPUs.Equals(will.CPUs) || !was.Mems.Equals(will.Mems) || was.Quota != will.Quota || was.Period != will.Period {
+			block(al, fmt.Sprintf("runs on CPUs %s (mems %s, quota %d/%d), would move to %s (mems %s, quota %d/%d)",
+				was.CPUs, was.Mems, was.Quota, was.Period, will.CPUs, will.Mems, will.Quota, will.Period))
+		}
+	}
+	return next, blocking
+}
+
+// unblocked is called when k is released: a pending layout that k blocked loses it, and
+// is retried (outside mu) once nothing blocks it. The caller holds mu.
+func (a *Agent) unblocked(k state.Key) {
+	p := a.pending
+	if p == nil {
+		return
+	}
+	if _, ok := p.blocking[k]; !ok {
+		return
+	}
+	delete(p.blocking, k)
+	if len(p.blocking) == 0 {
+		go a.RetryReload()
+	}
+}
+
+// layoutChanged tells the listener that a new layout is in force.
+func (a *Agent) layoutChanged(node *plan.Node) {
+	if a.onLayout != nil {
+		a.onLayout(node)
+	}
 }

@@ -41,10 +41,20 @@ func (a *Agent) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 	a.mu.Lock()
 	a.state, a.hold = next, hold
 	a.persistDiff(known, next.Allocations())
+	var taken *plan.Node
+	if p := a.pending; p != nil { // the containers that blocked it may be gone
+		if ok, _ := a.reloadLocked(p.node, p.since); ok {
+			taken = p.node
+		}
+	}
 	a.syncs++
 	close(a.syncC)
 	a.syncC = make(chan struct{})
 	a.mu.Unlock()
+	if taken != nil {
+		a.log.Info("pending pool config taken: no running container blocks it any more", "poolConfig", taken.Pools.Source)
+		a.layoutChanged(taken)
+	}
 	a.log.Info("synchronized", "containers", rep.containers, "derived", rep.derived, "restored", rep.restored,
 		"adopted", rep.adopted, "unmanaged", rep.unmanaged, "dropped", rep.dropped)
 	_ = a.notify("Synchronize", func(e Extension) (bool, error) {
