@@ -41,6 +41,10 @@ type Options struct {
 	// LayoutChanged, if set, is called after the agent took a new layout (Reload, or a
 	// pending one once nothing blocks it), outside the agent's locks.
 	LayoutChanged func(*plan.Node)
+	// Next, if set, is a layout to switch to after the first Synchronize, as Reload does: the
+	// pool config read at start when the layout last in force (the one the running
+	// containers were placed by, New's node) differs from it.
+	Next *plan.Node
 }
 
 // Agent is the NRI plugin. Create it with New and connect it with Run.
@@ -52,14 +56,16 @@ type Agent struct {
 	store    Checkpoint
 	persist  *persister
 	onLayout func(*plan.Node)
+	next     *plan.Node // Options.Next until the first Synchronize
 
 	// mu guards everything below. Invariant: every key in hold holds an allocation in state.
-	mu      sync.Mutex
-	state   *plan.State
-	hold    *holders      // the container instances holding allocations
-	pending *pending      // a layout waiting for containers to end (see Reload)
-	syncs   int           // completed Synchronize calls
-	syncC   chan struct{} // closed and replaced at each Synchronize
+	mu       sync.Mutex
+	state    *plan.State
+	hold     *holders      // the container instances holding allocations
+	pending  *pending      // a layout waiting for containers to end (see Reload)
+	retryDue bool          // pending has no blocker left: retry before answering
+	syncs    int           // completed Synchronize calls
+	syncC    chan struct{} // closed and replaced at each Synchronize
 }
 
 // New returns an agent for node that records its allocations in cp. It starts the
@@ -69,6 +75,7 @@ func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Agent 
 		log:      log,
 		exts:     opts.Extensions,
 		onLayout: opts.LayoutChanged,
+		next:     opts.Next,
 		store:    cp,
 		persist:  newPersister(cp, log),
 		state:    plan.NewState(node),

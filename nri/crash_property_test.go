@@ -70,6 +70,7 @@ type trace struct {
 	kills   int
 	seed    int
 	verbose bool
+	restart func(*memStore) // starts the next agent on a checkpoint; nil: on tr.node
 }
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -230,7 +231,11 @@ func (tr *trace) kill() {
 	}
 	_ = tr.agent.Close()
 	tr.disk = newMemStore(disk)
-	tr.agent = nri.New(tr.node, tr.disk, tr.log(), nri.Options{})
+	if tr.restart != nil {
+		tr.restart(tr.disk)
+	} else {
+		tr.agent = nri.New(tr.node, tr.disk, tr.log(), nri.Options{})
+	}
 	pods := slices.Collect(maps.Values(tr.pods))
 	ctrs := slices.Collect(maps.Values(tr.ctrs))
 	if upd, err := tr.agent.Synchronize(context.Background(), pods, ctrs); err != nil || len(upd) > 0 {

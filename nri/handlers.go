@@ -65,6 +65,7 @@ func (a *Agent) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 		return nil, nil, a.refused(pod, ctr, err)
 	}
 	d, err := a.allocate(c, ctr.GetId(), ctr.GetPodSandboxId())
+	a.retryIfDue()
 	if err != nil {
 		return nil, nil, a.refused(pod, ctr, err)
 	}
@@ -187,6 +188,7 @@ func (a *Agent) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err 
 		a.releaseLocked(k)
 	}
 	a.mu.Unlock()
+	a.retryIfDue()
 	for _, al := range freed {
 		a.logRelease(al)
 	}
@@ -217,6 +219,7 @@ func (a *Agent) release(id string) {
 		a.releaseLocked(k)
 	}
 	a.mu.Unlock()
+	a.retryIfDue()
 	if ok {
 		a.logRelease(al)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/podfence/podfence/checkpoint"
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/state"
+	"k8s.io/utils/cpuset"
 )
 
 // Pending is a pool config the agent has read but not taken yet, because running
@@ -107,6 +108,7 @@ func (a *Agent) reloadLocked(node *plan.Node, since time.Time) (bool, error) {
 			filepath.Base(node.Pools.Source), ErrPending, strings.Join(reasons, "; "))
 	}
 	a.pending = nil
+	a.persistDiff(a.state.Allocations(), next.Allocations())
 	a.node.Store(node)
 	a.state = next
 	return true, nil
@@ -129,11 +131,24 @@ func (a *Agent) blockers(node *plan.Node) (*plan.State, map[state.Key]Blocker) {
 		al, _ := a.state.Get(c.Key)
 		block(al, c.Reason)
 	}
+	running := cpuset.New()
+	for _, al := range allocs {
+		running = running.Union(al.CPUs)
+	}
 	next := plan.NewState(node)
 	for _, al := range allocs {
 		if _, ok := blocking[al.Key()]; ok {
 			continue
 		}
+		// Idled siblings follow the new pool's policy, as a rebuild from the runtime has them;
+		// under singleThreaded a container has its cores to itself.
+		siblings := node.IdledSiblings(al.Pool, al.CPUs)
+		if shared := siblings.Intersection(running); !shared.IsEmpty() {
+			block(al, fmt.Sprintf("CPUs %s share cores with CPUs %s of other containers, and pool %q would be singleThreaded",
+				al.CPUs, shared, al.Pool))
+			continue
+		}
+		al.Idled = siblings
 		if err := next.Add(al); err != nil {
 			block(al, err.Error())
 			continue
@@ -148,7 +163,7 @@ func (a *Agent) blockers(node *plan.Node) (*plan.State, map[state.Key]Blocker) {
 }
 
 // unblocked is called when k is released: a pending layout that k blocked loses it, and
-// is retried (outside mu) once nothing blocks it. The caller holds mu.
+// is due for a retry once nothing blocks it. The caller holds mu.
 func (a *Agent) unblocked(k state.Key) {
 	p := a.pending
 	if p == nil {
@@ -159,7 +174,19 @@ func (a *Agent) unblocked(k state.Key) {
 	}
 	delete(p.blocking, k)
 	if len(p.blocking) == 0 {
-		go a.RetryReload()
+		a.retryDue = true
+	}
+}
+
+// retryIfDue retries the pending layout if its last blocker was released, before the
+// event that released it is answered. The caller holds no lock.
+func (a *Agent) retryIfDue() {
+	a.mu.Lock()
+	due := a.retryDue
+	a.retryDue = false
+	a.mu.Unlock()
+	if due {
+		a.RetryReload()
 	}
 }
 

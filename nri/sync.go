@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/plan"
@@ -42,9 +43,15 @@ func (a *Agent) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 	a.state, a.hold = next, hold
 	a.persistDiff(known, next.Allocations())
 	var taken *plan.Node
+	if first && a.next != nil {
+		a.pending, a.next = &pending{node: a.next, since: time.Now()}, nil
+	}
 	if p := a.pending; p != nil { // the containers that blocked it may be gone
-		if ok, _ := a.reloadLocked(p.node, p.since); ok {
+		ok, err := a.reloadLocked(p.node, p.since)
+		if ok {
 			taken = p.node
+		} else if first {
+			a.log.Warn("pool config read at start is pending", "err", err)
 		}
 	}
 	a.syncs++

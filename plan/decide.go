@@ -165,7 +165,11 @@ func (n *Node) exclusive(s *State, a *state.Allocation, want int, given cpuset.C
 		return refuse(CodeCPUsUnavailable, "given CPUs %s of pool %q are held by %s", g.Difference(free), a.Pool, s.holders(g.Difference(free)))
 	}
 	a.CPUs = given
-	a.Idled = n.IdledSiblings(a.Pool, given).Intersection(free.CPUSet())
+	a.Idled = n.IdledSiblings(a.Pool, given)
+	if held := allocate.SetOf(a.Idled).Difference(free); held.Size() > 0 {
+		return refuse(CodeCPUsUnavailable, "given CPUs %s of singleThreaded pool %q share cores with CPUs %s held by %s: "+
+			"a singleThreaded container has its cores to itself", given, a.Pool, held, s.holders(held))
+	}
 	return nil
 }
 
