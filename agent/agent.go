@@ -36,7 +36,7 @@ type Config struct {
 	// Pools is a pool config file or a directory of poolconfig-*.yaml (a mounted ConfigMap).
 	Pools string
 	// PoolsReloadInterval is how often Pools is re-read; a change is taken when no running
-	// container would move (0: never).
+	// container would move (0: never; negative is an error).
 	PoolsReloadInterval time.Duration
 	// NodeName and NodeLabels select the pool config (its nodeSelector).
 	NodeName   string
@@ -86,6 +86,9 @@ type Config struct {
 
 // Run serves the runtime until ctx ends, then flushes the checkpoint.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := checkReloadInterval(cfg.PoolsReloadInterval); err != nil {
+		return fmt.Errorf("pools reload interval %s: %w", cfg.PoolsReloadInterval, err)
+	}
 	node, err := LoadNode(cfg, log)
 	if err != nil {
 		return err
@@ -189,7 +192,7 @@ func LoadNode(cfg Config, log *slog.Logger) (*plan.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read CPU topology: %w", err)
 	}
-	layout, err := resolvePools(cfg, topo)
+	layout, err := resolvePools(nil, cfg, topo)
 	if err != nil {
 		return nil, err
 	}
@@ -201,9 +204,10 @@ func LoadNode(cfg Config, log *slog.Logger) (*plan.Node, error) {
 	return plan.NewNode(topo, layout, plan.Policy{}), nil
 }
 
-// resolvePools loads the pool configs and resolves the one for this node.
-func resolvePools(cfg Config, topo *topology.Topology) (*pools.Node, error) {
-	configs, err := pools.Load(cfg.Pools)
+// resolvePools loads the pool configs through loader (nil: no memory of earlier loads) and
+// resolves the one for this node.
+func resolvePools(loader *pools.Loader, cfg Config, topo *topology.Topology) (*pools.Node, error) {
+	configs, err := loader.Load(cfg.Pools)
 	if err != nil {
 		return nil, err
 	}
@@ -234,13 +238,13 @@ func describe(layout *pools.Node) string {
 	return strings.Join(desc, " ")
 }
 
-// checkCheckpoint reports records that no longer fit the node. They are not fatal: at
-// Synchronize, containers keep what they run on and records of gone containers are dropped.
+// checkCheckpoint reports records that are unreadable or no longer fit the node. They are
+// not fatal: at Synchronize, containers keep what they run on (unreadable records' containers
+// are rebuilt from the runtime's cpusets) and records of gone containers are dropped.
 func checkCheckpoint(store *checkpoint.Store, node *plan.Node, log *slog.Logger) {
-	recs, err := store.Load()
+	recs, err := store.Load() // the readable records, even with an error
 	if err != nil {
-		log.Warn("checkpoint unreadable; the runtime's cpusets will be used", "err", err)
-		return
+		log.Warn("checkpoint records unreadable; the runtime's cpusets will be used for their containers", "err", err)
 	}
 	for _, c := range checkpoint.Validate(recs, node.Topology.Online(), node.PoolCPUs()) {
 		log.Warn("checkpoint record does not fit the node", "file", c.File, "reason", c.Reason)

@@ -42,7 +42,7 @@ func TestOperations(t *testing.T) {
 	rt.WaitSynced(t, 1) // the agent
 
 	pod := &api.PodSandbox{Id: "p1", Uid: "uid-1", Name: "web", Namespace: "shop", Annotations: map[string]string{
-		nri.AnnotationCPUPools:           `{"app": {"exclusive_a": 2, "shared_s": 100}, "huge": {"exclusive_a": 99}}`,
+		nri.AnnotationCPUPools:           `{"app": {"exclusive_a": 2, "shared_s": 100}, "huge": {"exclusive_a": 3}}`,
 		"epc-limit.nri.io/container.app": "1Mi"}}
 	rt.create(t, pod, "app", cgroupstest.ContainerSystemd, true)
 	rt.create(t, pod, "huge", "/kubepods/poduid-1/huge", false)

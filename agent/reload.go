@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -15,21 +16,49 @@ type reloader interface {
 	Reload(node *plan.Node) error
 }
 
+// ReloadInterval is a flag value (pflag.Value) for Config.PoolsReloadInterval: a duration
+// that is 0 (never re-read) or positive.
+type ReloadInterval time.Duration
+
+func (d *ReloadInterval) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if err := checkReloadInterval(v); err != nil {
+		return err
+	}
+	*d = ReloadInterval(v)
+	return nil
+}
+
+func (d *ReloadInterval) String() string { return time.Duration(*d).String() }
+func (d *ReloadInterval) Type() string   { return "duration" }
+
+func checkReloadInterval(d time.Duration) error {
+	if d < 0 {
+		return errors.New("negative interval: want 0 (never re-read the pool config) or a positive duration such as 10s")
+	}
+	return nil
+}
+
 // watchPools re-reads the pool config every interval (a mounted ConfigMap changes in place)
 // and hands a changed layout to the NRI agent, which takes it only if no running container
 // would have to move, then to the others (the device plugin). Each outcome is logged once
-// per distinct config.
+// per distinct config. A file whose bytes did not change is not parsed again, and one over
+// pools.MaxConfigBytes is refused unread.
 func watchPools(ctx context.Context, cfg Config, cur *plan.Node, rs []reloader, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	seen := layoutKey(cur.Pools)
+	loader := new(pools.Loader)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		layout, err := resolvePools(cfg, cur.Topology)
+		layout, err := resolvePools(loader, cfg, cur.Topology)
 		key := ""
 		if err == nil {
 			key = layoutKey(layout)

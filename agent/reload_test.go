@@ -14,16 +14,21 @@ import (
 	"github.com/podfence/podfence/topology"
 )
 
-// fakeReloader records the layouts it is offered and refuses those with exclusive_x.
+// fakeReloader records the layouts it is offered (and sends them on offered, if set) and
+// refuses those with exclusive_x.
 type fakeReloader struct {
-	mu     sync.Mutex
-	offers []string
+	mu      sync.Mutex
+	offers  []string
+	offered chan string
 }
 
 func (f *fakeReloader) Reload(n *plan.Node) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.offers = append(f.offers, describe(n.Pools))
+	if f.offered != nil {
+		f.offered <- describe(n.Pools)
+	}
 	if _, ok := n.Pools.Pool("exclusive_x"); ok {
 		return errors.New("a container would move")
 	}
@@ -48,7 +53,7 @@ func TestWatchPools(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := Config{Pools: file, NodeName: "n1"}
-	layout, err := resolvePools(cfg, topo)
+	layout, err := resolvePools(nil, cfg, topo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,9 @@ const (
 	// maxNameLen keeps a record's temp file name ("<name>.<uint32>.tmp") within the usual
 	// 255-byte file name limit.
 	maxNameLen = 255 - len(".4294967295"+tmpSuffix)
+	// maxRecordBytes caps a record file. A real record is under 1 KiB; the longest CPU
+	// lists (every other CPU up to topology.MaxCPUID) take about 20 KB each.
+	maxRecordBytes = 64 << 10
 )
 
 // Store is a checkpoint directory. It is safe for concurrent use; Puts and Deletes of
@@ -101,6 +104,10 @@ func (s *Store) Put(a state.Allocation) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint container %q of pod %q: %w", a.Container, a.PodUID, err)
 	}
+	if len(data)+1 > maxRecordBytes { // Load would refuse it
+		return fmt.Errorf("checkpoint container %q of pod %q: record is %d bytes, over the limit of %d bytes",
+			a.Container, a.PodUID, len(data)+1, maxRecordBytes)
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if err := s.writeAtomic(name, append(data, '\n')); err != nil {
@@ -130,9 +137,11 @@ func (s *Store) Delete(k state.Key) error {
 	return nil
 }
 
-// Load returns every record, sorted by pod UID then container name. It removes leftover temp
-// files and ignores files that are neither records nor VERSION. Each unreadable record is
-// reported with its path, the problem and what to do; any such record makes Load fail.
+// Load returns every readable record, sorted by pod UID then container name. It removes
+// leftover temp files and ignores files that are neither records nor VERSION. Each unreadable
+// record (including one over 64 KiB, which is refused unread) is left out and reported in the
+// error with its path, the problem and what to do; the caller rebuilds those containers from
+// the runtime.
 func (s *Store) Load() ([]state.Allocation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -154,12 +163,7 @@ func (s *Store) Load() ([]state.Allocation, error) {
 			}
 			removed = true
 		case strings.HasSuffix(e.Name(), recordSuffix):
-			b, err := os.ReadFile(path)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			a, err := decodeRecord(path, b)
+			a, err := loadRecord(path)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -172,20 +176,53 @@ func (s *Store) Load() ([]state.Allocation, error) {
 			errs = append(errs, err)
 		}
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("load checkpoint %s: %w", s.dir, errors.Join(errs...))
-	}
 	slices.SortFunc(allocs, func(a, b state.Allocation) int { return compareKeys(a.Key(), b.Key()) })
+	if len(errs) > 0 {
+		return allocs, fmt.Errorf("load checkpoint %s: %w", s.dir, errors.Join(errs...))
+	}
 	return allocs, nil
+}
+
+// loadRecord reads and decodes the record file at path, refusing it unread when it is over
+// maxRecordBytes.
+func loadRecord(path string) (state.Allocation, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return state.Allocation{}, err
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return state.Allocation{}, err
+	}
+	if info.Size() > maxRecordBytes {
+		return state.Allocation{}, recordError(path, tooBig(strconv.FormatInt(info.Size(), 10)))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
+	if err != nil {
+		return state.Allocation{}, err
+	}
+	return decodeRecord(path, b)
 }
 
 // decodeRecord parses the content of the record file at path. Errors name the file.
 func decodeRecord(path string, b []byte) (state.Allocation, error) {
+	if len(b) > maxRecordBytes {
+		return state.Allocation{}, recordError(path, tooBig("more than "+strconv.Itoa(maxRecordBytes)))
+	}
 	a, err := parseRecord(filepath.Base(path), b)
 	if err != nil {
-		return state.Allocation{}, fmt.Errorf("checkpoint record %s: %w: repair the file, or delete it if its container no longer runs", path, err)
+		return state.Allocation{}, recordError(path, err)
 	}
 	return a, nil
+}
+
+func tooBig(size string) error {
+	return fmt.Errorf("file is %s bytes, over the limit of %d bytes (a record is under 1 KiB)", size, maxRecordBytes)
+}
+
+func recordError(path string, err error) error {
+	return fmt.Errorf("checkpoint record %s: %w: repair the file, or delete it if its container no longer runs", path, err)
 }
 
 func parseRecord(name string, b []byte) (state.Allocation, error) {

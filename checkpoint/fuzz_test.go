@@ -10,7 +10,8 @@ import (
 )
 
 // FuzzLoadRecord feeds arbitrary bytes to the record decoder Load uses. It must not panic,
-// every error must name the file, and whatever it accepts must survive a write and re-read.
+// every error must name the file, it must refuse input over maxRecordBytes, and whatever it
+// accepts must survive a write and re-read.
 func FuzzLoadRecord(f *testing.F) {
 	for _, seed := range []string{
 		`{"version":1,"allocation":{"podUID":"u","container":"c","pool":"exclusive_a","type":"exclusive","cpus":"4-5","idled":"12"}}`,
@@ -20,6 +21,9 @@ func FuzzLoadRecord(f *testing.F) {
 		`{"version":1,"allocation":null}`,
 		`{"version":1,"allocation":{"podUID":"u","container":"c"}} {}`,
 		`{"version":1,"allocation":{"podUID":"u","container":"c","cpus":"3-1"}}`,
+		`{"version":1,"allocation":{"podUID":"u","container":"c","cpus":"0-2000000"}}`,
+		`{"version":1,"allocation":{"podUID":"u","container":"c","cpus":"0-8191` + strings.Repeat(",0-8191", 9000) + `"}}`,
+		`{"version":1,"allocation":{"podUID":"u","container":"c"}}` + strings.Repeat(" ", maxRecordBytes),
 		"",
 		"\x00",
 	} {
@@ -33,6 +37,9 @@ func FuzzLoadRecord(f *testing.F) {
 				t.Fatalf("error does not name %s: %v", path, err)
 			}
 			return
+		}
+		if len(b) > maxRecordBytes {
+			t.Fatalf("accepted a %d-byte record, over the limit of %d", len(b), maxRecordBytes)
 		}
 		out, err := json.Marshal(record{Version: Version, Allocation: &a})
 		if err != nil {

@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/podfence/podfence/state"
 )
 
+// TestLoadCorrupt: a bad record is reported with its path, the problem and what to do, and
+// left out; the other records still load.
 func TestLoadCorrupt(t *testing.T) {
 	name := uid1 + "_app.json"
 	hint := ": repair the file, or delete it if its container no longer runs"
@@ -30,12 +33,17 @@ func TestLoadCorrupt(t *testing.T) {
 		{name: "null allocation", content: `{"version":1,"allocation":null}`, wantErr: "no allocation"},
 		{name: "bad cpus", content: `{"version":1,"allocation":{"podUID":"` + uid1 + `","container":"app","cpus":"3-1"}}`,
 			wantErr: `decode JSON: field cpus "3-1": cpu list "3-1": entry "3-1": range end 1 is below its start 3`},
+		{name: "CPU above the largest ID", content: `{"version":1,"allocation":{"podUID":"` + uid1 + `","container":"app","cpus":"0-2000000"}}`,
+			wantErr: `decode JSON: field cpus "0-2000000": cpu list "0-2000000": entry "0-2000000": CPU 2000000 is above the largest CPU ID allowed (8191)`},
+		{name: "over the size limit", content: `{"version":1,"allocation":{"podUID":"` + uid1 + `","container":"app"}}` + strings.Repeat(" ", 64<<10),
+			wantErr: "file is 65630 bytes, over the limit of 65536 bytes (a record is under 1 KiB)"},
 		{name: "renamed file", file: uid2 + "_app.json", content: `{"version":1,"allocation":{"podUID":"` + uid1 + `","container":"app"}}`,
 			wantErr: `holds container "app" of pod "` + uid1 + `", whose file name is ` + name},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := mustOpen(t, t.TempDir())
-			if err := s.Put(shared(uid2, "ok", "shared_b", 1)); err != nil {
+			ok := shared(uid2, "ok", "shared_b", 1)
+			if err := s.Put(ok); err != nil {
 				t.Fatal(err)
 			}
 			file := filepath.Join(s.Dir(), cmp.Or(tc.file, name))
@@ -45,8 +53,8 @@ func TestLoadCorrupt(t *testing.T) {
 			if err == nil || err.Error() != want {
 				t.Fatalf("Load error = %v\nwant %s", err, want)
 			}
-			if got != nil {
-				t.Errorf("Load() = %+v, want nil", got)
+			if want := []state.Allocation{ok}; !sameAllocs(got, want) {
+				t.Errorf("Load() = %+v, want %+v", got, want)
 			}
 		})
 	}

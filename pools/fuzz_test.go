@@ -9,8 +9,8 @@ import (
 	"github.com/podfence/podfence/topology"
 )
 
-// FuzzParse checks that Parse never panics, that what it accepts is a valid config whose CPU
-// sets round-trip through their text form, that every error is a *ConfigError naming the
+// FuzzParse checks that Parse never panics, that what it accepts is a valid config of at
+// most MaxConfigBytes whose CPU sets round-trip through their text form, that every error is a *ConfigError naming the
 // source, and that Resolve on a 64-CPU SMT2 node places every online CPU in exactly one pool.
 func FuzzParse(f *testing.F) {
 	for _, name := range []string{"testdata/poolconfig-caas.yaml", "testdata/poolconfig-dpdk.yml", "testdata/other.yaml"} {
@@ -25,6 +25,8 @@ func FuzzParse(f *testing.F) {
 		`pools: {exclusive_a: {cpus: "0-3,99", hyperThreadingPolicy: singleThreaded}, shared_a: {cpus: 4-7}}`,
 		"pools: {shared_a: {cpus: 0-3,8}}", "pools: {~: {cpus: 1}, 1: {cpus: 2}}", "nodeSelector: {a: yes}",
 		"pools: {a: &x {cpus: 1}, b: *x}", "- 1", "pools: [1]", "pools: {default: {cpus: [1]}}",
+		`pools: {default: {cpus: "0-2000000"}}`, `pools: {default: {cpus: "0-8191` + strings.Repeat(",0-8191", 5000) + `"}}`,
+		sized(MaxConfigBytes), sized(MaxConfigBytes + 1),
 	} {
 		f.Add([]byte(s))
 	}
@@ -37,6 +39,9 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("error is not a *ConfigError naming the source: %v", err)
 			}
 			return
+		}
+		if len(data) > MaxConfigBytes {
+			t.Fatalf("accepted a %d-byte config, over the limit of %d", len(data), MaxConfigBytes)
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("Parse accepted a config that Validate rejects: %v", err)

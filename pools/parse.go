@@ -5,19 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/podfence/podfence/topology"
 	"go.yaml.in/yaml/v2"
-)
-
-// File name patterns Load reads from a directory (CPU-Pooler reads poolconfig-*).
-const (
-	patternYAML = "poolconfig-*.yaml"
-	patternYML  = "poolconfig-*.yml"
 )
 
 // rawConfig and rawPool mirror the YAML. Scalars decode into strings with their text as
@@ -36,9 +28,13 @@ type rawPool struct {
 }
 
 // Parse reads one pool config document and validates it (see Config.Validate). source names
-// the input in errors. Unknown fields, duplicate keys and further YAML documents are errors.
-// Every problem found is returned, each a *ConfigError, joined with errors.Join.
+// the input in errors. Unknown fields, duplicate keys, further YAML documents and input over
+// MaxConfigBytes are errors. Every problem found is returned, each a *ConfigError, joined
+// with errors.Join.
 func Parse(source string, data []byte) (*Config, error) {
+	if len(data) > MaxConfigBytes {
+		return nil, tooBig(source, fmt.Sprintf("config is %d bytes", len(data)))
+	}
 	var raw rawConfig
 	more, err := decodeOne(data, &raw)
 	if err != nil {
@@ -139,67 +135,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// Load reads pool configs from path: a single file (any name), or a directory such as a
-// mounted ConfigMap, where it reads every top-level entry named poolconfig-*.yaml or
-// poolconfig-*.yml in name order, following symlinks and skipping names that start with
-// ".." (the ConfigMap volume's own ..data links). Errors from every file are returned.
-func Load(path string) ([]*Config, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("load pool configs: %w", err)
-	}
-	if !info.IsDir() {
-		cfg, err := loadFile(path)
-		if err != nil {
-			return nil, err
-		}
-		return []*Config{cfg}, nil
-	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, fmt.Errorf("load pool configs: %w", err)
-	}
-	var configs []*Config
-	var errs []error
-	var others []string
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, "..") {
-			continue
-		}
-		yamlName, _ := filepath.Match(patternYAML, name)
-		ymlName, _ := filepath.Match(patternYML, name)
-		if !yamlName && !ymlName {
-			others = append(others, name)
-			continue
-		}
-		cfg, err := loadFile(filepath.Join(path, name))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		configs = append(configs, cfg)
-	}
-	if len(configs) == 0 && len(errs) == 0 {
-		found := "it is empty"
-		if len(others) > 0 {
-			found = "it holds " + strings.Join(others, ", ")
-		}
-		return nil, fmt.Errorf("no pool config in %s: want files named %s or %s, but %s",
-			path, patternYAML, patternYML, found)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return configs, nil
-}
-
-func loadFile(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("load pool config: %w", err)
-	}
-	return Parse(path, data)
 }

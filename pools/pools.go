@@ -17,7 +17,8 @@
 //
 // Parse and Load read configs, Select picks the one whose nodeSelector matches a node, and
 // Resolve checks it against the node's topology and puts the CPUs no pool names into the
-// default pool. The package is pure: it reads files only in Load and never logs.
+// default pool. The package is pure: it reads files only in Load (and Loader.Load) and never
+// logs.
 package pools
 
 import (

@@ -14,29 +14,30 @@ const MaxCPUID = 8191
 
 // ParseCPUList parses a Linux CPU list ("0-3,8,10-11", see cpuset(7)) as found in sysfs,
 // cgroupfs and pool configs. Surrounding white space is ignored; "" is the empty set.
-// Errors name the offending token.
+// Errors name the offending token. The cost is linear in len(s) and never depends on how
+// wide or how often repeated the ranges are.
 func ParseCPUList(s string) (cpuset.CPUSet, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return cpuset.New(), nil
 	}
-	var seen [MaxCPUID/64 + 1]uint64 // bitmap: repeated ranges cost nothing extra
-	for _, tok := range strings.Split(s, ",") {
+	// reach[lo] is one past the end of the widest range that starts at lo.
+	var reach [MaxCPUID + 1]uint16
+	first, last := MaxCPUID, 0
+	for rest, more := s, true; more; {
+		var tok string
+		tok, rest, more = strings.Cut(rest, ",")
 		lo, hi, err := parseRange(strings.TrimSpace(tok))
 		if err != nil {
 			return cpuset.New(), fmt.Errorf("cpu list %q: %w", s, err)
 		}
-		for id := lo; id <= hi; id++ {
-			seen[id/64] |= 1 << (id % 64)
-		}
+		reach[lo] = max(reach[lo], uint16(hi+1))
+		first, last = min(first, lo), max(last, hi)
 	}
 	var ids []int
-	for w, bits := range seen {
-		for b := 0; bits != 0; b++ {
-			if bits&1 != 0 {
-				ids = append(ids, w*64+b)
-			}
-			bits >>= 1
+	for id, end := first, 0; id <= last; id++ {
+		if end = max(end, int(reach[id])); id < end {
+			ids = append(ids, id)
 		}
 	}
 	return cpuset.New(ids...), nil

@@ -6,17 +6,23 @@ import (
 	"testing"
 
 	"github.com/podfence/podfence/topology"
+	"k8s.io/utils/cpuset"
 )
 
-// FuzzParseCPUList: no panic, and every accepted list round-trips through String.
+// FuzzParseCPUList: no panic, every accepted list round-trips through String, and holds
+// exactly the CPUs its entries name.
 func FuzzParseCPUList(f *testing.F) {
-	for _, s := range []string{"", "0", "0-3,8", "1,3,5-7\n", " 2 , 4-4 ", "8191", "3-1", "1-2-3", ",", "0x1", "-0"} {
+	for _, s := range []string{"", "0", "0-3,8", "1,3,5-7\n", " 2 , 4-4 ", "8191", "3-1", "1-2-3", ",", "0x1", "-0",
+		"62-65,127-128", "0-8191,0-8191", "0-2000000", "8192"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		set, err := topology.ParseCPUList(s)
 		if err != nil {
 			return
+		}
+		if want := naiveCPUList(s); !set.Equals(want) {
+			t.Fatalf("ParseCPUList(%q) = %q, want %q", s, set, want)
 		}
 		again, err := topology.ParseCPUList(set.String())
 		if err != nil {
@@ -59,4 +65,24 @@ func FuzzSynthetic(f *testing.F) {
 			t.Fatalf("Synthetic(%q) = %s", spec, topo.Summary())
 		}
 	})
+}
+
+// naiveCPUList expands an accepted CPU list one CPU at a time.
+func naiveCPUList(s string) cpuset.CPUSet {
+	var ids []int
+	for _, tok := range strings.Split(strings.TrimSpace(s), ",") {
+		if tok = strings.TrimSpace(tok); tok == "" {
+			continue
+		}
+		a, b, isRange := strings.Cut(tok, "-")
+		lo, _ := strconv.Atoi(a)
+		hi := lo
+		if isRange {
+			hi, _ = strconv.Atoi(b)
+		}
+		for id := lo; id <= hi; id++ {
+			ids = append(ids, id)
+		}
+	}
+	return cpuset.New(ids...)
 }

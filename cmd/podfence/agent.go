@@ -60,7 +60,8 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 		`kubelet device-plugin directory where the pools are advertised as extended resources ("" disables the device plugin)`)
 	fl.StringVar(&f.cfg.ResourceDomain, "resource-domain", "podfence.io",
 		"domain of the advertised pool resources: podfence.io, or nokia.k8s.io for CPU-Pooler workloads")
-	fl.DurationVar(&f.cfg.PoolsReloadInterval, "pools-reload-interval", 10*time.Second, "re-read the pool config this often; a change is taken when no running container would move (0: never)")
+	f.cfg.PoolsReloadInterval = 10 * time.Second
+	fl.Var((*agent.ReloadInterval)(&f.cfg.PoolsReloadInterval), "pools-reload-interval", "re-read the pool config this often; a change is taken when no running container would move (0: never; negative is refused)")
 	fl.StringVar(&f.cfg.NodeName, "node-name", "", "this node's name (default $NODE_NAME); also the label "+agent.HostnameLabel+" unless given")
 	fl.StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against the pool configs' nodeSelector (repeatable)")
 	fl.StringVar(&f.cfg.CheckpointDir, "checkpoint-dir", "/var/lib/podfence/checkpoint", "directory of allocation records")

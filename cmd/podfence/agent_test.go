@@ -43,3 +43,30 @@ func TestAgentRefusesBadLogLevel(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// TestAgentRefusesNegativeReloadInterval: --pools-reload-interval and its environment form
+// refuse a negative duration (it once meant "never"), naming the flag, the value and what
+// is allowed; 0 and the default stay valid.
+func TestAgentRefusesNegativeReloadInterval(t *testing.T) {
+	const want = `invalid argument "-1s" for "--pools-reload-interval" flag: negative interval: ` +
+		"want 0 (never re-read the pool config) or a positive duration such as 10s"
+	cmd := newAgentCmd()
+	if got := cmd.Flags().Lookup("pools-reload-interval").Value.String(); got != "10s" {
+		t.Errorf("default %s, want 10s", got)
+	}
+	if err := cmd.Flags().Parse([]string{"--pools-reload-interval", "-1s"}); err == nil || err.Error() != want {
+		t.Errorf("flag: error %v\nwant %s", err, want)
+	}
+	env := map[string]string{"PODFENCE_POOLS_RELOAD_INTERVAL": "-1s"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if err := cliflags.FromEnv(newAgentCmd().Flags(), lookup); err == nil || err.Error() != `environment PODFENCE_POOLS_RELOAD_INTERVAL="-1s": `+want {
+		t.Errorf("environment: error %v\nwant environment PODFENCE_POOLS_RELOAD_INTERVAL=\"-1s\": %s", err, want)
+	}
+	cmd = newAgentCmd()
+	if err := cmd.Flags().Parse([]string{"--pools-reload-interval", "0"}); err != nil {
+		t.Errorf("0: %v", err)
+	}
+	if got := cmd.Flags().Lookup("pools-reload-interval").Value.String(); got != "0s" {
+		t.Errorf("after --pools-reload-interval 0: %s", got)
+	}
+}
