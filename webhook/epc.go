@@ -80,7 +80,7 @@ func checkEPC(pod *corev1.Pod, want map[string]string) []error {
 	return errs
 }
 
-// parseLimit is epc.ParseLimit behind the bound on quantities (see checkQuantities).
+// parseLimit is epc.ParseLimit behind the bound on quantities (see costlyQuantity).
 func parseLimit(v string) error {
 	if costlyQuantity([]byte(v)) {
 		return errors.New("not a number of bytes the agent can parse in bounded time")

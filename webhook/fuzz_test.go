@@ -11,6 +11,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	kjson "sigs.k8s.io/json"
 )
 
 // FuzzReview sends any body to both webhooks: the answer is a 200 AdmissionReview whose
@@ -85,7 +86,8 @@ func FuzzMutate(f *testing.F) {
 	cfg := testConfig(f)
 	f.Fuzz(func(t *testing.T, podJSON []byte) {
 		var pod corev1.Pod
-		if checkQuantities(podJSON) != nil || json.Unmarshal(podJSON, &pod) != nil {
+		// As readReview decodes a pod: case-sensitive, after bounding its quantity fields.
+		if checkPodQuantities(podJSON) != nil || kjson.UnmarshalCaseSensitivePreserveInts(podJSON, &pod) != nil {
 			return
 		}
 		ops, _, err := Mutate(&pod, cfg)

@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Two pool configs for two kinds of node, and the profiles of the tests.
@@ -137,14 +138,20 @@ func reviewJSON(t testing.TB, pod *corev1.Pod) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return reviewOf(t, "705ab4f5-6393-11e8-b7cc-42010a800002", pod.Namespace, raw)
+}
+
+// reviewOf wraps a pod's JSON into an AdmissionReview for a pod CREATE with request uid uid.
+func reviewOf(t testing.TB, uid types.UID, ns string, podJSON []byte) []byte {
+	t.Helper()
 	r := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{UID: "705ab4f5-6393-11e8-b7cc-42010a800002",
+		Request: &admissionv1.AdmissionRequest{UID: uid,
 			Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
 			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-			Namespace: pod.Namespace, Operation: admissionv1.Create},
+			Namespace: ns, Operation: admissionv1.Create},
 	}
-	r.Request.Object.Raw = raw
+	r.Request.Object.Raw = podJSON
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)

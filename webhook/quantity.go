@@ -2,13 +2,15 @@ package webhook
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/podfence/podfence/quantity"
 )
 
-// Bounds on JSON strings that read as quantities. Decoding a pod parses every resource
-// quantity, and resource.ParseQuantity (and Quantity.Cmp) take time that grows with the
+// Bounds on the quantity fields of a pod. Decoding a pod parses each with
+// resource.ParseQuantity, which (like Quantity.Cmp) takes time that grows with the
 // number's length and exponentially with its exponent: "1e-999999999" does not finish.
 // Nothing a pod needs comes near these bounds.
 const (
@@ -16,35 +18,47 @@ const (
 	maxQuantityExpDigit = 5
 )
 
-// checkQuantities refuses a body with a JSON string that reads as a number with more than
-// maxQuantityLen characters or an exponent of more than maxQuantityExpDigit digits, before
-// anything parses it. It looks at the text between each pair of quotes, so an escaped quote
-// can only make it look at more text, never skip a string.
-func checkQuantities(body []byte) error {
-	for rest := body; ; {
-		i := bytes.IndexByte(rest, '"')
-		if i < 0 {
-			return nil
-		}
-		rest = rest[i+1:]
-		j := bytes.IndexByte(rest, '"')
-		if j < 0 {
-			return nil
-		}
-		s := rest[:j]
-		rest = rest[j+1:]
-		if costlyQuantity(s) {
-			show := fmt.Sprintf("%q", s)
-			if len(s) > 40 {
-				show = fmt.Sprintf("%q…", s[:40])
-			}
-			return fmt.Errorf("the string %s (%d bytes) reads as a number too costly to parse as a quantity: want at most %d characters and an exponent of at most %d digits",
-				show, len(s), maxQuantityLen, maxQuantityExpDigit)
-		}
-	}
+// quantityError is a quantity field too costly to parse.
+type quantityError struct {
+	path string
+	text []byte
 }
 
-// costlyQuantity applies the bounds above (quantity.Costly).
-func costlyQuantity(s []byte) bool {
-	return quantity.Costly(s, maxQuantityLen, maxQuantityExpDigit)
+func (e *quantityError) Error() string {
+	return fmt.Sprintf("pod field %s: the quantity %s is too costly to parse: want at most %d characters and an exponent of at most %d digits",
+		e.path, cut(e.text, 40), maxQuantityLen, maxQuantityExpDigit)
+}
+
+// checkPodQuantities refuses a pod, in JSON, with a quantity field beyond the bounds
+// above, before anything parses it. Only quantity fields are looked at: a uid, label or
+// env value that reads as a number is no quantity.
+func checkPodQuantities(podJSON []byte) error {
+	err := walkQuantities(podJSON, podShape(), func(path string, text []byte) error {
+		if costlyQuantity(text) {
+			return &quantityError{path, text}
+		}
+		return nil
+	})
+	if qe := (*quantityError)(nil); err != nil && !errors.As(err, &qe) {
+		return fmt.Errorf("read the quantities of the request's pod: %w", err)
+	}
+	return err
+}
+
+// costlyQuantity applies the bounds above (quantity.Costly) to text as
+// Quantity.UnmarshalJSON hands it to resource.ParseQuantity: trimmed of Unicode spaces,
+// where quantity.Costly trims ASCII ones only.
+func costlyQuantity(text []byte) bool {
+	return quantity.Costly(bytes.TrimSpace(text), maxQuantityLen, maxQuantityExpDigit)
+}
+
+// cut quotes b, cut to about n bytes without splitting a UTF-8 sequence.
+func cut(b []byte, n int) string {
+	if len(b) <= n {
+		return fmt.Sprintf("%q", b)
+	}
+	for n > 0 && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", b[:n], len(b))
 }

@@ -136,7 +136,8 @@ func TestRefusals(t *testing.T) {
 }
 
 // TestValidateBoundsQuantities: Validate never hands the agent's parsers a quantity they
-// cannot parse in bounded time (over HTTP the body check refuses it first).
+// cannot parse in bounded time (an annotation is no quantity field: the body check lets it
+// through).
 func TestValidateBoundsQuantities(t *testing.T) {
 	pod := testPod("s", "annotation:epc-limit.nri.io= 1e-999999999", ctr("app"))
 	want := `annotation epc-limit.nri.io=" 1e-999999999": not a number of bytes the agent can parse in bounded time`

@@ -127,7 +127,8 @@ func resultMessage(resp *admissionv1.AdmissionResponse) string {
 
 // readReview reads an AdmissionReview v1; pod is nil when it is not about a pod CREATE. JSON
 // field names are case-sensitive, as the API server reads them, so that a patch's paths
-// are those of the document the API server patches.
+// are those of the document the API server patches. The review holds no quantity (its
+// object is raw JSON); the pod's quantity fields are bounded before the pod is decoded.
 func readReview(w http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionReview, *corev1.Pod, error) {
 	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
 		return nil, nil, &badRequest{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", r.Header.Get("Content-Type"))}
@@ -138,9 +139,6 @@ func readReview(w http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionR
 		return nil, nil, &badRequest{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", MaxReviewBytes)}
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("read request body: %w", err)
-	}
-	if err := checkQuantities(body); err != nil {
-		return nil, nil, err
 	}
 	var review admissionv1.AdmissionReview
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &review); err != nil {
@@ -158,6 +156,9 @@ func readReview(w http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionR
 		return &review, nil, nil
 	case len(req.Object.Raw) == 0:
 		return nil, nil, errors.New("AdmissionReview request for a pod CREATE has no object")
+	}
+	if err := checkPodQuantities(req.Object.Raw); err != nil {
+		return nil, nil, err
 	}
 	var pod corev1.Pod
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, &pod); err != nil {
