@@ -14,6 +14,7 @@ import (
 
 	"github.com/podfence/podfence/checkpoint"
 	"github.com/podfence/podfence/coresched"
+	"github.com/podfence/podfence/deviceplugin"
 	"github.com/podfence/podfence/epc"
 	"github.com/podfence/podfence/epc/enforce"
 	"github.com/podfence/podfence/metrics"
@@ -97,7 +98,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", cfg.CheckpointDir, err)
 	}
-	checkCheckpoint(store, node, log)
 	var exts []nri.Extension
 	if cfg.StartBinary != "" {
 		exts = append(exts, Starter{Binary: cfg.StartBinary})
@@ -139,7 +139,26 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	a := nri.New(node, store, log, nri.Options{Extensions: append(exts, o)})
+	// The layout the running containers were placed by comes first; a changed config file
+	// is taken as Reload takes it (inforce.go).
+	start, next := startLayout(cfg.CheckpointDir, node, log)
+	checkCheckpoint(store, start, log)
+	if err := saveInForce(cfg.CheckpointDir, start.Pools); err != nil {
+		log.Error("pool layout in force not recorded", "err", err)
+	}
+	var dp *deviceplugin.Plugin
+	a := nri.New(start, store, log, nri.Options{Extensions: append(exts, o), Next: next,
+		LayoutChanged: func(n *plan.Node) {
+			if err := saveInForce(cfg.CheckpointDir, n.Pools); err != nil {
+				log.Error("pool layout in force not recorded", "err", err)
+			}
+			if dp != nil {
+				if err := dp.Reload(n); err != nil {
+					log.Error("device plugin: pool config reload", "err", err)
+				}
+			}
+			log.Info("pool layout in force", "poolConfig", n.Pools.Source, "pools", describe(n.Pools))
+		}})
 	endpoints, err := o.attach(a)
 	if err != nil {
 		return err
@@ -151,19 +170,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer closeMetrics(srv, log)
 	}
-	reloaders := []reloader{a}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go o.run(ctx, a)
-	dp, dpDone, err := startDevicePlugin(ctx, cancel, cfg, node, log)
+	var dpDone <-chan error
+	dp, dpDone, err = startDevicePlugin(ctx, cancel, cfg, start, log)
 	if err != nil {
 		return err
 	}
-	if dp != nil {
-		reloaders = append(reloaders, dp)
-	}
 	if cfg.PoolsReloadInterval > 0 {
-		go watchPools(ctx, cfg, node, reloaders, cfg.PoolsReloadInterval, log)
+		go watchPools(ctx, cfg, node, []reloader{a}, cfg.PoolsReloadInterval, log)
 	}
 	runErr := a.Run(ctx, cfg.Connection)
 	cancel()

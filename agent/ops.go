@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -34,6 +35,8 @@ type ops struct {
 	rec      recorder // nil: no Events
 	refusals *prometheus.CounterVec
 	seen     map[string]bool // degraded containers already reported, by pod UID/container/reason
+	// pendingSeen is the pending pool config last reported as an Event ("" for none).
+	pendingSeen string
 }
 
 var _ nri.RefusalObserver = (*ops)(nil)
@@ -134,6 +137,17 @@ func (o *ops) attach(a *nri.Agent) ([]metrics.Option, error) {
 	if err := o.reg.Register(status.Collector(a)); err != nil {
 		return nil, fmt.Errorf("register pool metrics: %w", err)
 	}
+	blocking := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "podfence_pool_config_pending_blocking_containers",
+		Help: "Running containers that keep a changed pool config from being taken (they would have to move); " +
+			"-1 when no config is pending."}, func() float64 {
+		if p, ok := a.PendingReload(); ok {
+			return float64(len(p.Blocking))
+		}
+		return -1
+	})
+	if err := o.reg.Register(blocking); err != nil {
+		return nil, fmt.Errorf("register pool config metric: %w", err)
+	}
 	return []metrics.Option{
 		metrics.WithReady(func() error {
 			if !a.Ready() {
@@ -150,7 +164,42 @@ func (o *ops) report(a *nri.Agent) status.Report {
 	node, allocs := a.Snapshot()
 	r := status.Build(node, allocs, a.ExtensionStates())
 	r.Node, r.Source, r.Time, r.Ready, r.Kernel = o.cfg.NodeName, "agent", time.Now(), a.Ready(), o.kernel
+	r.PendingPoolConfig = pendingReport(a)
 	return r
+}
+
+// pendingReport is the agent's pending pool config for the report; nil when none.
+func pendingReport(a *nri.Agent) *status.PendingPoolConfig {
+	p, ok := a.PendingReload()
+	if !ok {
+		return nil
+	}
+	out := &status.PendingPoolConfig{Source: p.Source, Since: p.Since}
+	for _, b := range p.Blocking {
+		out.Blocking = append(out.Blocking, status.Blocker(b))
+	}
+	return out
+}
+
+// pending records one Warning Event on the node for each pool config that becomes pending.
+func (o *ops) pending(a *nri.Agent) {
+	p := pendingReport(a)
+	if p == nil {
+		o.pendingSeen = ""
+		return
+	}
+	key := p.Source + "@" + p.Since.String()
+	if key == o.pendingSeen {
+		return
+	}
+	o.pendingSeen = key
+	var who []string
+	for _, b := range p.Blocking {
+		who = append(who, fmt.Sprintf("%s/%s %s (%s)", b.Namespace, b.Pod, b.Container, b.Reason))
+	}
+	o.rec.Record(events.Event{Node: o.cfg.NodeName, Type: events.Warning, Reason: "PoolConfigPending",
+		Message: fmt.Sprintf("pool config %s waits for %d running container(s) that would have to move: %s",
+			p.Source, len(p.Blocking), strings.Join(who, "; "))})
 }
 
 // run posts Events and looks for degraded containers until ctx ends.
@@ -167,6 +216,7 @@ func (o *ops) run(ctx context.Context, a *nri.Agent) {
 			return
 		case <-t.C:
 			o.degraded(a)
+			o.pending(a)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/podfence/podfence/nri"
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/pools"
 )
@@ -66,6 +67,7 @@ func watchPools(ctx context.Context, cfg Config, cur *plan.Node, rs []reloader, 
 			key = "error: " + err.Error()
 		}
 		if key == seen {
+			retryPending(rs[0], log)
 			continue
 		}
 		seen = key
@@ -74,7 +76,10 @@ func watchPools(ctx context.Context, cfg Config, cur *plan.Node, rs []reloader, 
 			continue
 		}
 		node := plan.NewNode(cur.Topology, layout, cur.Policy)
-		if err := rs[0].Reload(node); err != nil {
+		if err := rs[0].Reload(node); errors.Is(err, nri.ErrPending) {
+			log.Warn("pool config change pending: taken once no running container would move", "err", err)
+			continue
+		} else if err != nil {
 			log.Error("pool config change refused", "err", err)
 			continue
 		}
@@ -85,6 +90,14 @@ func watchPools(ctx context.Context, cfg Config, cur *plan.Node, rs []reloader, 
 		}
 		cur = node
 		log.Info("pool config reloaded", "poolConfig", layout.Source, "pools", describe(layout))
+	}
+}
+
+// retryPending tries a pending layout again (the NRI agent also does at every release of a
+// container that blocks it); the agent tells the others through nri.Options.LayoutChanged.
+func retryPending(r reloader, log *slog.Logger) {
+	if p, ok := r.(interface{ RetryReload() bool }); ok && p.RetryReload() {
+		log.Info("pending pool config taken")
 	}
 }
 

@@ -35,13 +35,14 @@ func NewClient(cfg Config, component, host string) (*Client, error) {
 	return &Client{api: api, component: component, host: host}, nil
 }
 
-// Post creates e as a core/v1 Event on its pod.
+// Post creates e as a core/v1 Event on its pod (or node).
 func (c *Client) Post(ctx context.Context, e Event, at time.Time) error {
-	body, err := json.Marshal(c.object(e, at))
+	obj := c.object(e, at)
+	body, err := json.Marshal(obj)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	path := "/api/v1/namespaces/" + url.PathEscape(e.Namespace) + "/events"
+	path := "/api/v1/namespaces/" + url.PathEscape(obj.Namespace) + "/events"
 	if _, err := c.api.Call(ctx, http.MethodPost, path, "application/json", body); err != nil {
 		return fmt.Errorf("post event: %w", err)
 	}
@@ -58,10 +59,15 @@ func (c *Client) object(e Event, at time.Time) *corev1.Event {
 	if e.Container != "" {
 		ref.FieldPath = fmt.Sprintf("spec.containers{%s}", e.Container)
 	}
+	name, ns := e.Pod, e.Namespace
+	if e.Node != "" { // as the kubelet refers to its Node: the name is the UID
+		ref = corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: e.Node, UID: types.UID(e.Node)}
+		name, ns = e.Node, metav1.NamespaceDefault
+	}
 	t := metav1.NewTime(at)
 	return &corev1.Event{
 		TypeMeta:            metav1.TypeMeta{Kind: "Event", APIVersion: "v1"},
-		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", e.Pod, at.UnixNano()), Namespace: e.Namespace},
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", name, at.UnixNano()), Namespace: ns},
 		InvolvedObject:      ref,
 		Reason:              e.Reason,
 		Message:             msg,

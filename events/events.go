@@ -23,6 +23,9 @@ import (
 
 // Event is one event on a pod.
 type Event struct {
+	// Node, if set, makes the event about this Node (cluster-scoped, recorded in namespace
+	// default) rather than a pod.
+	Node                   string
 	Namespace, Pod, PodUID string
 	// Container, if set, names the container the event is about (involvedObject.fieldPath).
 	Container string

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/podfence/podfence/events"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -55,9 +57,19 @@ func TestRecorderRateLimits(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
+	limited := 0
 	send := func(pod, reason string, posts int) {
 		t.Helper()
 		r.Record(events.Event{Namespace: "ns", Pod: pod, Reason: reason})
+		if posts == 0 { // held back: wait until the recorder has counted it, before the clock moves
+			limited++
+			for deadline := time.Now().Add(5 * time.Second); counted(t, r, "rate_limited") < limited; {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s %s neither posted nor counted as rate limited", pod, reason)
+				}
+				runtime.Gosched()
+			}
+		}
 		for range posts {
 			select {
 			case <-s.done:
@@ -76,6 +88,11 @@ func TestRecorderRateLimits(t *testing.T) {
 	send("c", "Refused", 1)
 	clk.add(time.Minute)
 	send("a", "Fail", 1)
+	for deadline := time.Now().Add(5 * time.Second); counted(t, r, "failed") < 1; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed post was not counted")
+		}
+	}
 	cancel()
 	<-done
 	s.mu.Lock()
@@ -94,6 +111,26 @@ func TestRecordNeverBlocks(t *testing.T) {
 		r.Record(events.Event{Pod: "p"})
 	}
 	wantCounts(t, r, 0, 0, 3, 0)
+}
+
+// counted is the recorder's count of events with one result.
+func counted(t *testing.T, r *events.Recorder, result string) int {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func wantCounts(t *testing.T, r *events.Recorder, sent, limited, full, failed int) {

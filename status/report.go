@@ -25,12 +25,15 @@ type Report struct {
 	Source string    `json:"source"`
 	Time   time.Time `json:"time"`
 	// Ready: the agent has been synchronised by the runtime at least once.
-	Ready      bool        `json:"ready"`
-	PoolConfig string      `json:"poolConfig,omitempty"`
-	Topology   Topology    `json:"topology"`
-	Pools      []Pool      `json:"pools"`
-	Containers []Container `json:"containers"`
-	Kernel     Kernel      `json:"kernel"`
+	Ready      bool   `json:"ready"`
+	PoolConfig string `json:"poolConfig,omitempty"`
+	// PendingPoolConfig is a changed pool config the agent waits to take: running
+	// containers would have to move. Nil when none.
+	PendingPoolConfig *PendingPoolConfig `json:"pendingPoolConfig,omitempty"`
+	Topology          Topology           `json:"topology"`
+	Pools             []Pool             `json:"pools"`
+	Containers        []Container        `json:"containers"`
+	Kernel            Kernel             `json:"kernel"`
 	// Extensions holds each extension's own section, by extension name (nri.StateReporter).
 	Extensions map[string]json.RawMessage `json:"extensions,omitempty"`
 	// Warnings are problems found while building the report.
@@ -118,4 +121,19 @@ type Cgroup struct {
 	Driver      string   `json:"driver,omitempty"` // cgroupfs, systemd, or "" when unknown
 	Controllers []string `json:"controllers,omitempty"`
 	Detail      string   `json:"detail,omitempty"`
+}
+
+// PendingPoolConfig is a pool config waiting for the containers that block it to end.
+type PendingPoolConfig struct {
+	Source   string    `json:"source"`
+	Since    time.Time `json:"since"`
+	Blocking []Blocker `json:"blocking"`
+}
+
+// Blocker is a running container that would have to move under a pending pool config.
+type Blocker struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	Reason    string `json:"reason"`
 }

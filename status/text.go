@@ -31,6 +31,13 @@ func WriteText(w io.Writer, r Report) error {
 	if r.PoolConfig != "" {
 		fmt.Fprintf(ew, "Pool config: %s\n", r.PoolConfig)
 	}
+	if p := r.PendingPoolConfig; p != nil {
+		fmt.Fprintf(ew, "Pending pool config: %s, since %s, waits for %d running container(s) to end:\n",
+			p.Source, p.Since.UTC().Format("2006-01-02 15:04:05Z"), len(p.Blocking))
+		for _, b := range p.Blocking {
+			fmt.Fprintf(ew, "  %s/%s %s: %s\n", b.Namespace, b.Pod, b.Container, b.Reason)
+		}
+	}
 	writeKernel(ew, r.Kernel)
 	if err := writePools(ew, r); err != nil {
 		return err
