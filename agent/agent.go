@@ -181,6 +181,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.PoolsReloadInterval > 0 {
 		go watchPools(ctx, cfg, node, []reloader{a}, cfg.PoolsReloadInterval, log)
 	}
+	go newOnlineWatch(cfg.Sysfs).run(ctx, a, onlineEvery, log)
 	runErr := a.Run(ctx, cfg.Connection)
 	cancel()
 	if err := <-dpDone; err != nil {

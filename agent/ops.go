@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +39,8 @@ type ops struct {
 	seen     map[string]bool // degraded containers already reported, by pod UID/container/reason
 	// pendingSeen is the pending pool config last reported as an Event ("" for none).
 	pendingSeen string
+	// offlineSeen is the offline pool CPUs last reported as an Event ("" for none).
+	offlineSeen string
 }
 
 var _ nri.RefusalObserver = (*ops)(nil)
@@ -181,6 +185,25 @@ func pendingReport(a *nri.Agent) *status.PendingPoolConfig {
 	return out
 }
 
+// degradedPools records a Warning Event on the node each time the set of offline pool
+// CPUs changes to a non-empty one.
+func (o *ops) degradedPools(a *nri.Agent) {
+	off := a.Node().Pools.Offline
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(off)) {
+		parts = append(parts, fmt.Sprintf("pool %s: CPUs %s", name, off[name]))
+	}
+	key := strings.Join(parts, "; ")
+	if key == o.offlineSeen {
+		return
+	}
+	o.offlineSeen = key
+	if key != "" {
+		o.rec.Record(events.Event{Node: o.cfg.NodeName, Type: events.Warning, Reason: "PoolDegraded",
+			Message: "pools run degraded, CPUs offline: " + key + "; none of them is handed out until online again"})
+	}
+}
+
 // pending records one Warning Event on the node for each pool config that becomes pending.
 func (o *ops) pending(a *nri.Agent) {
 	p := pendingReport(a)
@@ -217,6 +240,7 @@ func (o *ops) run(ctx context.Context, a *nri.Agent) {
 		case <-t.C:
 			o.degraded(a)
 			o.pending(a)
+			o.degradedPools(a)
 		}
 	}
 }

@@ -130,3 +130,34 @@ func TestStartLayout(t *testing.T) {
 		t.Fatalf("file equal to the recorded layout: start %s next %v", describe(start.Pools), next)
 	}
 }
+
+// TestDegradedPoolsEvent: pools with offline CPUs are reported once as a Warning Event on
+// the node, and again only when the offline CPUs change.
+func TestDegradedPoolsEvent(t *testing.T) {
+	store, err := checkpoint.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := nri.New(testNode(t, poolsBefore), store, slog.New(slog.NewTextHandler(io.Discard, nil)), nri.Options{})
+	defer a.Close()
+	rec := &fakeRecorder{}
+	o := &ops{rec: rec, seen: map[string]bool{}, cfg: Config{NodeName: "node-a"}}
+	o.degradedPools(a)
+	if len(rec.got) != 0 {
+		t.Fatalf("events with every CPU online: %+v", rec.got)
+	}
+	for _, offline := range []string{"3,7", "3,7", "7"} {
+		topo, err := topology.Synthetic("sockets=1,cores=4,threads=2,offline=" + offline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.SetTopology(topo); err != nil {
+			t.Fatal(err)
+		}
+		o.degradedPools(a)
+	}
+	if len(rec.got) != 2 || rec.got[0].Reason != "PoolDegraded" || rec.got[0].Node != "node-a" ||
+		!strings.Contains(rec.got[0].Message, "pool exclusive_a: CPUs 3,7") || !strings.Contains(rec.got[1].Message, "pool exclusive_a: CPUs 7") {
+		t.Fatalf("events: %+v", rec.got)
+	}
+}

@@ -59,6 +59,9 @@ func watchPools(ctx context.Context, cfg Config, cur *plan.Node, rs []reloader, 
 			return
 		case <-t.C:
 		}
+		if n, ok := rs[0].(interface{ Node() *plan.Node }); ok { // CPUs may have gone offline
+			cur = n.Node()
+		}
 		layout, err := resolvePools(loader, cfg, cur.Topology)
 		key := ""
 		if err == nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/state"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/cpuset"
 )
 
 // derive rebuilds what CreateContainer recorded for a live container from the runtime alone:
@@ -31,8 +32,8 @@ func (a *Agent) derive(node *plan.Node, lc liveCtr) (state.Allocation, bool) {
 		q := c.Request[name]
 		size := resource.NewQuantity(int64(p.CPUs.Size()), resource.DecimalSI)
 		switch p.Type {
-		case state.TypeExclusive:
-			cpus := lc.cpus.Intersection(p.CPUs)
+		case state.TypeExclusive: // CPUs gone offline since are still the container's
+			cpus := lc.cpus.Intersection(p.CPUs.Union(node.Pools.Offline[name]))
 			if al.Type == state.TypeExclusive || q.Cmp(*resource.NewQuantity(int64(cpus.Size()), resource.DecimalSI)) != 0 ||
 				!c.ExclusiveCPUs.IsEmpty() && !c.ExclusiveCPUs.Equals(cpus) {
 				return state.Allocation{}, false
@@ -50,10 +51,18 @@ func (a *Agent) derive(node *plan.Node, lc liveCtr) (state.Allocation, bool) {
 	if al.MilliCPU > 0 && al.Type == state.TypeDefault {
 		al.Pool, al.Type = al.SharedPool, state.TypeShared
 	}
-	if !node.Decide(al).CPUs.Equals(lc.cpus) {
+	if !node.Decide(al).CPUs.Equals(onlineOf(node, lc.cpus)) {
 		return state.Allocation{}, false
 	}
 	return al, true
+}
+
+// onlineOf is cpus less those offline now: the runtime keeps the cpuset it was given.
+func onlineOf(node *plan.Node, cpus cpuset.CPUSet) cpuset.CPUSet {
+	if len(node.Pools.Offline) == 0 {
+		return cpus
+	}
+	return cpus.Intersection(node.Topology.Online())
 }
 
 // adoption records a container podfence did not place (or whose annotations no longer say
@@ -67,6 +76,7 @@ func (a *Agent) adoption(lc liveCtr) (state.Allocation, bool) {
 		return state.Allocation{}, false
 	}
 	node := a.node.Load()
+	lc.cpus = onlineOf(node, lc.cpus)
 	al := state.Allocation{PodUID: lc.key.PodUID, Namespace: lc.pod.GetNamespace(), Pod: lc.pod.GetName(), Container: lc.key.Container}
 	if lc.cpus.Equals(node.Pools.Default.CPUs) {
 		al.Pool, al.Type = node.Pools.Default.Name, state.TypeDefault

@@ -10,7 +10,9 @@ import (
 
 	"github.com/podfence/podfence/checkpoint"
 	"github.com/podfence/podfence/plan"
+	"github.com/podfence/podfence/pools"
 	"github.com/podfence/podfence/state"
+	"github.com/podfence/podfence/topology"
 	"k8s.io/utils/cpuset"
 )
 
@@ -196,3 +198,53 @@ func (a *Agent) layoutChanged(node *plan.Node) {
 		a.onLayout(node)
 	}
 }
+
+// SetTopology switches the agent to topo, the node's CPUs as online now (some taken offline
+// or brought back), with the same pool configs. It takes effect at once, whatever runs:
+// an offline CPU is never handed out. Running containers keep what they hold; CPUs of theirs
+// that went offline stay held (in no free set) until they end, and a pool's offline CPUs are
+// reported (pools.Node.Offline) until they are back.
+func (a *Agent) SetTopology(topo *topology.Topology) error {
+	a.reconf.Lock()
+	defer a.reconf.Unlock()
+	a.mu.Lock()
+	cur := a.node.Load()
+	node, err := onTopology(cur, topo)
+	if err != nil {
+		a.mu.Unlock()
+		return fmt.Errorf("CPUs online now %s: %w", topo.Online(), err)
+	}
+	next := plan.NewState(node)
+	for _, al := range a.state.Allocations() {
+		if err := next.Add(al); err != nil { // not expected: the same config keeps every CPU
+			a.log.Error("allocation does not fit the CPUs online now; dropped", "container", al.Key(), "err", err)
+			a.hold.remove(al.Key())
+		}
+	}
+	a.node.Store(node)
+	a.state = next
+	if p := a.pending; p != nil {
+		if p.node, err = onTopology(p.node, topo); err != nil {
+			a.log.Error("pending pool config dropped: it does not fit the CPUs online now", "err", err)
+			a.pending = nil
+		}
+	}
+	a.mu.Unlock()
+	a.layoutChanged(node)
+	return nil
+}
+
+// onTopology resolves n's pool config again on topo.
+func onTopology(n *plan.Node, topo *topology.Topology) (*plan.Node, error) {
+	if n.Pools.Config == nil {
+		return nil, errors.New("the pool layout has no config to resolve again")
+	}
+	layout, err := pools.Resolve(n.Pools.Config, topo)
+	if err != nil {
+		return nil, err
+	}
+	return plan.NewNode(topo, layout, n.Policy), nil
+}
+
+// Node returns the layout in force.
+func (a *Agent) Node() *plan.Node { return a.node.Load() }

@@ -202,7 +202,7 @@ func (a *Agent) runsAsRecorded(node *plan.Node, al state.Allocation, lc liveCtr)
 			"pod", podName(lc.pod), "container", lc.key.Container, "record", describe(al), "err", err)
 		return false
 	}
-	if d := node.Decide(al); lc.set && !d.CPUs.Equals(lc.cpus) {
+	if d := node.Decide(al); lc.set && !d.CPUs.Equals(onlineOf(node, lc.cpus)) {
 		a.log.Warn("container runs elsewhere than recorded; rebuilding it from the runtime", "pod", podName(lc.pod),
 			"container", lc.key.Container, "recorded", d.CPUs.String(), "running", lc.cpus.String())
 		return false

@@ -40,16 +40,17 @@ func (n *Node) decide(a state.Allocation) Decision {
 	switch a.Type {
 	case state.TypeDefault:
 		d.CPUs = n.Pools.Default.CPUs
-	case state.TypeExclusive:
-		d.CPUs = a.CPUs
-		d.Env = append(d.Env, EnvVar{Name: EnvExclusiveCPUs, Value: commaList(a.CPUs)})
+	case state.TypeExclusive: // without CPUs gone offline since
+		d.CPUs = n.online(a.CPUs)
+		d.Env = append(d.Env, EnvVar{Name: EnvExclusiveCPUs, Value: commaList(d.CPUs)})
 	}
 	if a.MilliCPU > 0 {
 		p, _ := n.Pools.Pool(a.SharedPool)
+		excl := int64(d.CPUs.Size())
 		d.Shared = p.CPUs
 		d.CPUs = d.CPUs.Union(p.CPUs)
 		d.Period = n.Policy.CFSPeriod
-		d.Quota = (int64(a.CPUs.Size())*1000 + a.MilliCPU) * d.Period / 1000
+		d.Quota = (excl*1000 + a.MilliCPU) * d.Period / 1000
 		if d.Quota < MinCFSQuota {
 			d.Quota, d.QuotaRaised = MinCFSQuota, true
 		}
@@ -57,6 +58,14 @@ func (n *Node) decide(a state.Allocation) Decision {
 	}
 	d.Mems = n.memsOf(d.CPUs)
 	return d
+}
+
+// online returns the CPUs of cpus that are online.
+func (n *Node) online(cpus cpuset.CPUSet) cpuset.CPUSet {
+	if len(n.Pools.Offline) == 0 {
+		return cpus
+	}
+	return cpus.Intersection(n.Topology.Online())
 }
 
 // memsOf returns the NUMA nodes of cpus.

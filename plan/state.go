@@ -56,10 +56,14 @@ func (s *State) Add(a state.Allocation) error {
 		if !ok {
 			return fmt.Errorf("pool %q is not an exclusive pool of this node (exclusive pools: %v)", a.Pool, s.node.poolNames(state.TypeExclusive))
 		}
+		// CPUs gone offline since the allocation stay held (they are in no free set).
+		pool := s.node.index[a.Pool].Pool()
+		offline := allocate.SetOf(s.node.Pools.Offline[a.Pool])
 		held := allocate.SetOf(a.Held())
-		if !held.IsSubsetOf(s.node.index[a.Pool].Pool()) {
-			return fmt.Errorf("CPUs %s are not all in pool %q (%s)", a.Held(), a.Pool, s.node.index[a.Pool].Pool())
+		if !held.IsSubsetOf(pool.Union(offline)) {
+			return fmt.Errorf("CPUs %s are not all in pool %q (%s)", a.Held(), a.Pool, pool)
 		}
+		held = held.Intersection(pool)
 		if !held.IsSubsetOf(free) {
 			return fmt.Errorf("CPUs %s of pool %q are held by another container (%s)", held.Difference(free), a.Pool, s.holders(held.Difference(free)))
 		}
@@ -70,7 +74,8 @@ func (s *State) Add(a state.Allocation) error {
 		if !ok || p.Name != a.SharedPool {
 			return fmt.Errorf("shared pool %q is not this node's shared pool", a.SharedPool)
 		}
-		if capacity := int64(p.CPUs.Size()) * 1000; a.MilliCPU > capacity-s.shared {
+		// Against the configured capacity: shares granted before CPUs went offline are kept.
+		if capacity := int64(p.CPUs.Size()+s.node.Pools.Offline[p.Name].Size()) * 1000; a.MilliCPU > capacity-s.shared {
 			return fmt.Errorf("milliCPU %d: shared pool %q has %d of %d millicpu left", a.MilliCPU, p.Name, capacity-s.shared, capacity)
 		}
 		s.shared += a.MilliCPU
@@ -88,7 +93,7 @@ func (s *State) Release(k state.Key) bool {
 	}
 	delete(s.allocs, k)
 	if a.Type == state.TypeExclusive {
-		s.free[a.Pool] = s.free[a.Pool].Union(allocate.SetOf(a.Held()))
+		s.free[a.Pool] = s.free[a.Pool].Union(allocate.SetOf(a.Held()).Intersection(s.node.index[a.Pool].Pool()))
 	}
 	s.shared -= a.MilliCPU
 	return true

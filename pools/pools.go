@@ -80,7 +80,13 @@ type Config struct {
 // Node is a config resolved against one node's topology. Every online CPU is in exactly
 // one of Pools; Default is also in Pools.
 type Node struct {
-	Source   string
+	Source string
+	// Config is what the node was resolved from (to resolve it again when CPUs go offline
+	// or come back).
+	Config *Config
+	// Offline lists, by pool name, the pool's CPUs that are offline: they are left out of
+	// the pool's CPUs until they are online again (the pool is degraded).
+	Offline  map[string]cpuset.CPUSet
 	Pools    []Pool        // every pool incl. the default one, sorted by name
 	Default  Pool          // the default-type pool, with Unpooled CPUs added; named "default" if the config declares none
 	Unpooled cpuset.CPUSet // online CPUs no pool names (they joined Default)

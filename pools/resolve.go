@@ -70,7 +70,9 @@ func noMatch(configs []*Config, labels map[string]string) error {
 }
 
 // Resolve checks cfg against the node's topology and returns the node's pools. Every pool
-// CPU must be present and online. Online CPUs that no pool names join the default pool
+// CPU must be present. A pool with offline CPUs runs degraded on its online ones (Offline
+// lists the others, and a warning says so); it is not refused, so that a node with CPUs
+// taken offline still runs its agent. Online CPUs that no pool names join the default pool
 // (one named "default" is made if cfg declares none), which must not end up empty. A
 // warning is added for each exclusive pool that shares physical cores with another pool.
 func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
@@ -78,12 +80,18 @@ func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
 		return nil, err
 	}
 	online := topo.Online()
-	if err := cfg.checkNode(online.Union(topo.Offline), online); err != nil {
+	if err := cfg.checkNode(online.Union(topo.Offline)); err != nil {
 		return nil, err
 	}
-	n := &Node{Source: cfg.Source, Unpooled: online}
+	n := &Node{Source: cfg.Source, Config: cfg, Unpooled: online, Offline: map[string]cpuset.CPUSet{}}
 	n.Default = Pool{Name: DefaultPoolName, CPUs: cpuset.New(), HTPolicy: SingleThreaded}
 	for _, p := range cfg.Pools {
+		if off := p.CPUs.Difference(online); !off.IsEmpty() {
+			n.Offline[p.Name] = off
+			p.CPUs = p.CPUs.Intersection(online)
+			n.Warnings = append(n.Warnings, fmt.Sprintf("pool %q runs degraded: %s offline; it has %s",
+				p.Name, cpusAre(off), orNone(p.CPUs)))
+		}
 		n.Unpooled = n.Unpooled.Difference(p.CPUs)
 		if p.Type = TypeOf(p.Name); p.Type == state.TypeDefault {
 			n.Default = p

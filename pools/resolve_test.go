@@ -47,11 +47,11 @@ func TestResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name                      string
-		yaml                      string
-		topo                      *topology.Topology
-		wantPools, wantWarnings   string
-		wantDefault, wantUnpooled string
+		name                                   string
+		yaml                                   string
+		topo                                   *topology.Topology
+		wantPools, wantWarnings                string
+		wantDefault, wantUnpooled, wantOffline string
 	}{{
 		name: "CPU-Pooler example on 24 cores x 2 threads",
 		yaml: string(caas), topo: newTopo(t, 24, 2, ""),
@@ -94,6 +94,13 @@ func TestResolve(t *testing.T) {
 		wantWarnings: `CPUs 1-7 are in no pool: they join the default pool "default"` + "\n" +
 			`pool "exclusive_a": CPU 0 shares a physical core with its SMT siblings 2,4,6 in pool "default", so its containers are not alone on their cores; give exclusive pools whole cores`,
 	}, {
+		name: "offline pool CPUs: the pool runs degraded on its online ones",
+		yaml: `pools: {default: {cpus: 0-1}, exclusive_a: {cpus: "2-5"}, shared_s: {cpus: "6-7"}}`, topo: newTopo(t, 8, 1, "5-7"),
+		wantPools:   "default default 0-1 singleThreaded\n" + "exclusive_a exclusive 2-4 singleThreaded\n" + "shared_s shared  singleThreaded\n",
+		wantDefault: "default 0-1", wantOffline: "exclusive_a=5 shared_s=6-7",
+		wantWarnings: `pool "exclusive_a" runs degraded: CPU 5 is offline; it has 2-4` + "\n" +
+			`pool "shared_s" runs degraded: CPUs 6-7 are offline; it has none`,
+	}, {
 		name: "offline sibling is no warning",
 		yaml: "pools: {exclusive_a: {cpus: 0}, default: {cpus: \"1,3\"}}", topo: newTopo(t, 2, 2, "2"),
 		wantPools:   "default default 1,3 singleThreaded\n" + "exclusive_a exclusive 0 singleThreaded\n",
@@ -117,6 +124,13 @@ func TestResolve(t *testing.T) {
 			if got := strings.Join(node.Warnings, "\n"); got != tt.wantWarnings {
 				t.Errorf("warnings:\n%s\nwant:\n%s", got, tt.wantWarnings)
 			}
+			var off []string
+			for _, name := range sortedKeys(node.Offline) {
+				off = append(off, name+"="+node.Offline[name].String())
+			}
+			if got := strings.Join(off, " "); got != tt.wantOffline {
+				t.Errorf("offline %q, want %q", got, tt.wantOffline)
+			}
 			if node.Source != "poolconfig-a.yaml" {
 				t.Errorf("source %q", node.Source)
 			}
@@ -138,12 +152,7 @@ func TestResolveErrors(t *testing.T) {
 	}, {
 		name: "CPUs not present, present ones offline", cfg: mustParse(t, "poolconfig-a.yaml", `pools: {exclusive_a: {cpus: "4-9"}}`),
 		topo: newTopo(t, 4, 2, "4-5"),
-		want: `pool "exclusive_a": cpus "4-9": CPUs 8-9 are not present on this node (present CPUs: 0-7)` + "\n" + src +
-			`pool "exclusive_a": cpus "4-9": CPUs 4-5 are offline (online CPUs: 0-3,6-7): bring them online or take them out of the pool`,
-	}, {
-		name: "CPU offline", cfg: mustParse(t, "poolconfig-a.yaml", `pools: {default: {cpus: 0-1}, exclusive_a: {cpus: "2-5"}}`),
-		topo: newTopo(t, 24, 2, "5"),
-		want: `pool "exclusive_a": cpus "2-5": CPU 5 is offline (online CPUs: 0-4,6-47): bring it online or take it out of the pool`,
+		want: `pool "exclusive_a": cpus "4-9": CPUs 8-9 are not present on this node (present CPUs: 0-7)`,
 	}, {
 		name: "no CPU left for the default pool", cfg: mustParse(t, "poolconfig-a.yaml", `pools: {exclusive_a: {cpus: 0-5}, shared_a: {cpus: 6-7}}`),
 		topo: newTopo(t, 4, 2, ""),

@@ -108,24 +108,14 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// checkNode checks every pool's CPUs against the node: each must be present and online.
-func (c *Config) checkNode(present, online cpuset.CPUSet) error {
+// checkNode checks every pool's CPUs against the node: each must be present. Offline CPUs
+// are no error: the pool runs degraded on its online ones (see Resolve).
+func (c *Config) checkNode(present cpuset.CPUSet) error {
 	var errs []error
 	for _, p := range c.Pools {
-		cerr := func(format string, args ...any) error {
-			return &ConfigError{Source: c.Source, Pool: p.Name, Field: "cpus", Value: p.CPUs.String(),
-				Reason: fmt.Sprintf(format, args...)}
-		}
 		if missing := p.CPUs.Difference(present); !missing.IsEmpty() {
-			errs = append(errs, cerr("%s not present on this node (present CPUs: %s)", cpusAre(missing), orNone(present)))
-		}
-		if offline := p.CPUs.Intersection(present).Difference(online); !offline.IsEmpty() {
-			it := "it"
-			if offline.Size() > 1 {
-				it = "them"
-			}
-			errs = append(errs, cerr("%s offline (online CPUs: %s): bring %s online or take %s out of the pool",
-				cpusAre(offline), orNone(online), it, it))
+			errs = append(errs, &ConfigError{Source: c.Source, Pool: p.Name, Field: "cpus", Value: p.CPUs.String(),
+				Reason: fmt.Sprintf("%s not present on this node (present CPUs: %s)", cpusAre(missing), orNone(present))})
 		}
 	}
 	return errors.Join(errs...)

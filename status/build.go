@@ -56,7 +56,7 @@ func pools(node *plan.Node, allocs []state.Allocation) []Pool {
 		if p.Type == state.TypeDefault && p.Name == node.Pools.Default.Name {
 			p = node.Pools.Default // with the CPUs no pool names
 		}
-		u := Pool{Name: p.Name, Type: p.Type, CPUs: p.CPUs.String()}
+		u := Pool{Name: p.Name, Type: p.Type, CPUs: p.CPUs.String(), Offline: node.Pools.Offline[p.Name].String()}
 		if p.Type == state.TypeExclusive {
 			u.HTPolicy = string(p.HTPolicy)
 		}

@@ -27,6 +27,8 @@ var (
 		"Exclusive pool under singleThreaded: sibling threads kept idle beside given CPUs.", []string{"pool"}, nil)
 	descGranted = prometheus.NewDesc("podfence_pool_shared_millicpu_granted",
 		"Shared pool: millicpu granted to containers (the pool holds 1000 per CPU).", []string{"pool"}, nil)
+	descOffline = prometheus.NewDesc("podfence_pool_offline_cpus",
+		"CPUs of the pool that are offline: the pool runs degraded without them (0 when all are online).", []string{"pool"}, nil)
 	descContainers = prometheus.NewDesc("podfence_containers",
 		"Containers running on the pool (one with exclusive CPUs and a shared share counts in both).", []string{"pool"}, nil)
 )
@@ -37,7 +39,7 @@ func Collector(src Source) prometheus.Collector { return collector{src} }
 type collector struct{ src Source }
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descReady, descPoolCPUs, descAllocated, descIdled, descGranted, descContainers} {
+	for _, d := range []*prometheus.Desc{descReady, descPoolCPUs, descAllocated, descIdled, descGranted, descOffline, descContainers} {
 		ch <- d
 	}
 }
@@ -56,6 +58,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		cpus, _ := topology.ParseCPUList(p.CPUs)
 		gauge(descPoolCPUs, float64(cpus.Size()), p.Name, p.Type)
 		gauge(descContainers, float64(p.Containers), p.Name)
+		offline, _ := topology.ParseCPUList(p.Offline)
+		gauge(descOffline, float64(offline.Size()), p.Name)
 		switch p.Type {
 		case state.TypeExclusive:
 			given, _ := topology.ParseCPUList(p.Allocated)

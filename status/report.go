@@ -57,6 +57,8 @@ type Pool struct {
 	Type     string `json:"type"` // exclusive, shared or default
 	HTPolicy string `json:"hyperThreadingPolicy,omitempty"`
 	CPUs     string `json:"cpus"`
+	// Offline: the pool's CPUs that are offline now (left out of CPUs: the pool is degraded).
+	Offline string `json:"offlineCPUs,omitempty"`
 	// Exclusive pools: CPUs given to containers, siblings kept idle (singleThreaded), and
 	// the rest.
 	Allocated string `json:"allocatedCPUs,omitempty"`

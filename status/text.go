@@ -85,6 +85,9 @@ func writePools(w io.Writer, r Report) error {
 			return fmt.Errorf("pool %s: cpus %q: %w", p.Name, p.CPUs, err)
 		}
 		fmt.Fprintf(w, "\n%s: %s\n", p.Name, poolSummary(p, cpus))
+		if p.Offline != "" {
+			fmt.Fprintf(w, "  DEGRADED: CPUs %s are offline (held allocations keep them; none is handed out)\n", p.Offline)
+		}
 		var users []string
 		for _, c := range r.Containers {
 			if c.SharedPool == p.Name || (c.Pool == p.Name && c.Type == state.TypeDefault) {
