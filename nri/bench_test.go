@@ -80,9 +80,9 @@ func startNop(ctx context.Context, sock string) (stub.Stub, error) {
 	return s, s.Start(ctx)
 }
 
-// grow adds containers from, ..., to-1 (from a multiple of 4) through the runtime, 4 per
-// pod: all in the default pool, or (pooled) containers 0-199 exclusive (1 CPU each) and
-// 200-499 shared (50 millicpu each).
+// grow creates and starts containers from, ..., to-1 (from a multiple of 4) through the
+// runtime, 4 per pod: all in the default pool, or (pooled) containers 0-199 exclusive (1 CPU
+// each) and 200-499 shared (50 millicpu each).
 func grow(tb testing.TB, rt *runtime, from, to int, pooled bool) {
 	tb.Helper()
 	for p := from / 4; p*4 < to; p++ {
@@ -100,7 +100,7 @@ func grow(tb testing.TB, rt *runtime, from, to int, pooled bool) {
 		}
 		pod := rt.runPod(fmt.Sprint("fill", p), ann)
 		for c := 0; c < 4 && p*4+c < to; c++ {
-			rt.mustCreate(pod, fmt.Sprint("c", c), nil)
+			rt.startCtr(rt.mustCreate(pod, fmt.Sprint("c", c), nil).ctr)
 		}
 	}
 }

@@ -1,7 +1,10 @@
 package nri_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/podfence/podfence/nri"
@@ -87,4 +90,28 @@ func TestDamagedCheckpointRecords(t *testing.T) {
 				want{cpus: "2", mems: "0", exclusive: "2"})
 		})
 	}
+}
+
+// TestHugeRecordDoesNotStallSync: beside a 2.8 MB record (a CPU list repeated), which the
+// checkpoint refuses unread (checkpoint.TestLoadHugeRecordUnread measures that), the agent
+// starts, keeps the running container and serves the next one.
+func TestHugeRecordDoesNotStallSync(t *testing.T) {
+	rt := newRuntime(t)
+	node := newNode(t, testTopology, testPools)
+	dir := t.TempDir()
+	first := startAgent(t, rt, node, openStore(t, dir), nri.Options{})
+	c := rt.mustCreate(rt.runPod("p", poolReq(`{"app": {"exclusive_b": 2}}`)), "app", nil)
+	if err := first.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	first.stop()
+	huge := `{"version":1,"allocation":{"podUID":"uid-x","container":"app","pool":"exclusive_b","type":"exclusive","cpus":"` +
+		strings.Repeat("0-8191,", 400000) + `0"}}`
+	if err := os.WriteFile(filepath.Join(dir, "uid-x_app.json"), []byte(huge), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := startAgent(t, rt, node, openStore(t, dir), nri.Options{}) // fails if not synchronised in time
+	checkHeld(t, "after a restart beside a huge record", second.Allocations(), "p:app:"+c.cpus())
+	check(t, rt.mustCreate(rt.runPod("q", poolReq(`{"app": {"exclusive_b": 2}}`)), "app", nil),
+		want{cpus: "5,13", mems: "1", exclusive: "5,13"})
 }

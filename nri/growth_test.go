@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/podfence/podfence/coresched"
+	"github.com/podfence/podfence/coresched/kernel"
 	"github.com/podfence/podfence/nri"
 	"github.com/podfence/podfence/nri/nritest"
 )
@@ -31,13 +34,33 @@ type callCost struct {
 
 // TestHandlerWorkFlatInK fails if a handler's work grows with the number of live containers.
 // It calls the handlers of two agents directly (no socket) for the same pod lifecycles, one
-// agent holding no container and one holding 5,000 (50 exclusive, 200 shared, the rest in the
-// default pool), alternating, with GOMAXPROCS=1. For each handler and container kind it
-// compares the median heap objects and bytes allocated per call (must stay within a small
-// constant: an O(K) copy or snapshot shows in bytes) and the median time per call (within 3x
-// plus 2 µs: an O(K) walk without allocation costs at least ~5 µs at K = 5,000).
+// agent holding no container and one holding 5,000 (50 exclusive, 200 shared, the rest in
+// the default pool, all started), alternating, with GOMAXPROCS=1. For each handler and
+// container kind it compares the medians per call of the heap objects and bytes allocated
+// (within 4 objects and 25% + 4 KiB: an O(K) copy at K = 5,000 is 40 KB or more) and of the
+// time (within 3x + 2 µs: an O(K) walk without allocation costs ~5 µs or more). Subtest
+// agent is the agent alone; coresched adds the core-scheduling extension (skipped: it fails).
 func TestHandlerWorkFlatInK(t *testing.T) {
-	checkFlatInK(t, func() nri.Options { return nri.Options{} })
+	t.Run("agent", func(t *testing.T) { checkFlatInK(t, func() nri.Options { return nri.Options{} }) })
+	t.Run("coresched", func(t *testing.T) {
+		if os.Getenv("PODFENCE_GROWTH_CORESCHED") == "" {
+			t.Skip("known to fail (issue #14): the core-scheduling extension does O(K) work per event; " +
+				"set PODFENCE_GROWTH_CORESCHED=1 to run")
+		}
+		checkFlatInK(t, func() nri.Options { return nri.Options{Extensions: []nri.Extension{coreschedOff(t)}} })
+	})
+}
+
+// coreschedOff is the core-scheduling extension as `podfence agent` always installs it,
+// turned off (as on a node without core scheduling): it still books every container.
+func coreschedOff(tb testing.TB) nri.Extension {
+	dir := tb.TempDir()
+	m, err := coresched.New(coresched.Config{Disabled: true, ProcRoot: dir, CgroupRoot: dir}, kernel.Prctl{}, nil,
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
 }
 
 // checkFlatInK runs TestHandlerWorkFlatInK's comparison for agents made with opts.
@@ -78,7 +101,7 @@ func checkFlatInK(t *testing.T, opts func() nri.Options) {
 			us0, us1 := float64(c0.d.Nanoseconds())/1e3, float64(c1.d.Nanoseconds())/1e3
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.2f\t\n", name, kc.name, c0.allocs, c1.allocs,
 				c0.bytes, c1.bytes, us0, us1, us1/us0)
-			if c1.allocs > c0.allocs+2 || float64(c1.bytes) > 1.25*float64(c0.bytes)+1024 {
+			if c1.allocs > c0.allocs+4 || float64(c1.bytes) > 1.25*float64(c0.bytes)+4096 {
 				t.Errorf("%s (%s container) allocates more at K=%d: %d objects, %d B per call (K=0: %d objects, %d B)",
 					name, kc.name, k, c1.allocs, c1.bytes, c0.allocs, c0.bytes)
 			}
@@ -92,7 +115,7 @@ func checkFlatInK(t *testing.T, opts func() nri.Options) {
 	t.Log("\n" + w.String())
 }
 
-// growDirect gives a the containers 0..n-1 through its handlers, 4 per pod: 50 exclusive
+// growDirect creates and starts containers 0..n-1 through a's handlers, 4 per pod: 50 exclusive
 // (1 CPU), 200 shared (50 millicpu), the rest in the default pool.
 func growDirect(t *testing.T, a *nri.Agent, n int) {
 	ctx := context.Background()
@@ -114,6 +137,9 @@ func growDirect(t *testing.T, a *nri.Agent, n int) {
 		for c := 0; c < 4 && p*4+c < n; c++ {
 			ctr := &api.Container{Id: fmt.Sprintf("ctr-%s-%d", id, c), PodSandboxId: pod.Id, Name: fmt.Sprint("c", c)}
 			if _, _, err := a.CreateContainer(ctx, pod, ctr); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.StartContainer(ctx, pod, ctr); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -106,21 +106,29 @@ func procCPU() time.Duration {
 
 // BenchmarkLifecycle relays whole pod lifecycles through the real NRI runtime side to the
 // podfence agent and to a do-nothing plugin, with K = 0, 1,000 and 5,000 live containers
-// already present (made through the same runtime side). Each b.N is one round: a batch of
-// lifeBatch lifecycles on each plugin, the order alternating, so load on the machine hits
-// both alike (-benchtime 200x: 2,000 lifecycles per plugin per K). mix=default: every
-// container, the measured one too, is in the default pool; mix=pooled: 200 of the K are
-// exclusive and 300 shared, and the measured container takes one exclusive CPU.
+// already present (created and started through the same runtime side). Each b.N is one
+// round: a batch of lifeBatch lifecycles on each plugin, the order alternating, so load on
+// the machine hits both alike (-benchtime 200x: 2,000 lifecycles per plugin per K).
+// mix=default: every container, the measured one too, is in the default pool; mix=pooled:
+// 200 of the K are exclusive and 300 shared, and the measured container takes one exclusive
+// CPU; mix=default-coresched: mix=default with the core-scheduling extension that `podfence
+// agent` always installs (turned off here, as on a node without core scheduling).
 func BenchmarkLifecycle(b *testing.B) {
-	for _, mix := range []string{"default", "pooled"} {
-		b.Run("mix="+mix, func(b *testing.B) {
-			pooled := mix == "pooled"
+	for _, v := range []struct {
+		mix               string
+		pooled, coresched bool
+	}{{"default", false, false}, {"pooled", true, false}, {"default-coresched", false, true}} {
+		b.Run("mix="+v.mix, func(b *testing.B) {
 			var ann map[string]string
-			if pooled {
+			if v.pooled {
 				ann = poolReq(`{"app": {"exclusive_a": 1}}`)
 			}
+			var opts nri.Options
+			if v.coresched {
+				opts.Extensions = []nri.Extension{coreschedOff(b)}
+			}
 			pf := newRuntime(b)
-			ar := startAgent(b, pf, newNode(b, benchTopology, benchPools), openStore(b, b.TempDir()), nri.Options{})
+			ar := startAgent(b, pf, newNode(b, benchTopology, benchPools), openStore(b, b.TempDir()), opts)
 			base := newRuntime(b)
 			s, err := startNop(b.Context(), base.sock)
 			if err != nil {
@@ -131,8 +139,8 @@ func BenchmarkLifecycle(b *testing.B) {
 			sides := [2]*lifeSide{{name: "podfence", rt: pf, flush: ar.Flush}, {name: "nop", rt: base}}
 			have := 0
 			for _, k := range []int{0, 1000, 5000} {
-				grow(b, pf, have, k, pooled)
-				grow(b, base, have, k, pooled)
+				grow(b, pf, have, k, v.pooled)
+				grow(b, base, have, k, v.pooled)
 				have = k
 				if err := ar.Flush(); err != nil {
 					b.Fatal(err)
@@ -146,7 +154,7 @@ func BenchmarkLifecycle(b *testing.B) {
 						sides[r%2].batch(b, lifeBatch, ann)
 						sides[1-r%2].batch(b, lifeBatch, ann)
 					}
-					lifeReport(b, fmt.Sprintf("mix=%s K=%d", mix, k), sides[0], sides[1])
+					lifeReport(b, fmt.Sprintf("mix=%s K=%d", v.mix, k), sides[0], sides[1])
 				})
 			}
 		})
@@ -179,7 +187,7 @@ func lifeReport(b *testing.B, title string, pf, nop *lifeSide) {
 	nc := float64(nop.cpu.Microseconds()) / float64(nop.n)
 	fmt.Fprintf(&w, "CPU per lifecycle (whole process, runtime side included): podfence %.0f µs, nop %.0f µs, "+
 		"ratio %.2f (target ≤1.5: %s)\n", pc, nc, pc/nc, met(pc/nc <= 1.5))
-	b.Log("\n" + w.String())
+	b.Log("\n" + strings.TrimSuffix(w.String(), "\n")) // benchmark logs keep 10 lines
 	b.ReportMetric(worst, "max-p50-diff-µs")
 	b.ReportMetric(pc, "cpu-µs/life")
 	b.ReportMetric(nc, "nop-cpu-µs/life")
