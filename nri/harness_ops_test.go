@@ -91,17 +91,15 @@ func (rt *runtime) updateResources(ctr *api.Container, res *api.LinuxResources) 
 	return others
 }
 
-// stopCtr stops and removes a container.
+// removeCtr stops and removes a container.
 func (rt *runtime) removeCtr(ctr *api.Container) {
 	rt.tb.Helper()
+	rt.stopCtr(ctr)
 	rt.mu.Lock()
 	pod := rt.podOf(ctr)
 	rt.mu.Unlock()
 	b := rt.nri.BlockPluginSync()
 	defer b.Unblock()
-	if _, err := rt.nri.StopContainer(context.Background(), &api.StopContainerRequest{Pod: pod, Container: ctr}); err != nil {
-		rt.tb.Fatalf("StopContainer %s: %v", ctr.Name, err)
-	}
 	if err := rt.nri.RemoveContainer(context.Background(), &api.RemoveContainerRequest{Pod: pod, Container: ctr}); err != nil {
 		rt.tb.Fatalf("RemoveContainer %s: %v", ctr.Name, err)
 	}
