@@ -47,13 +47,56 @@ type groupRec struct {
 // holds its lock around every use. Invariants: every ID in a groupRec is in members with
 // that group and State ok; byCgroup holds each member with a known cgroup.
 type book struct {
-	members  map[string]member
-	groups   map[string]*groupRec // by Group.ID()
-	byCgroup map[string]string    // cgroup path → member ID
+	members   map[string]member
+	groups    map[string]*groupRec           // by Group.ID()
+	byCgroup  map[string]string              // cgroup path → member ID
+	bySandbox map[string]map[string]struct{} // pod sandbox ID → member IDs
+	byName    map[string]map[string]struct{} // namespace/pod/container → member IDs (instances)
 }
 
 func newBook() *book {
-	return &book{members: map[string]member{}, groups: map[string]*groupRec{}, byCgroup: map[string]string{}}
+	return &book{members: map[string]member{}, groups: map[string]*groupRec{}, byCgroup: map[string]string{},
+		bySandbox: map[string]map[string]struct{}{}, byName: map[string]map[string]struct{}{}}
+}
+
+// index adds or removes id under key of an index.
+func index(ix map[string]map[string]struct{}, key, id string, add bool) {
+	ids := ix[key]
+	if add {
+		if ids == nil {
+			ids = map[string]struct{}{}
+			ix[key] = ids
+		}
+		ids[id] = struct{}{}
+		return
+	}
+	delete(ids, id)
+	if len(ids) == 0 {
+		delete(ix, key)
+	}
+}
+
+func nameKey(m member) string { return m.Pod + "/" + m.Name }
+
+// inSandbox returns the IDs of the members of one pod sandbox.
+func (b *book) inSandbox(sandbox string) []string {
+	out := make([]string, 0, len(b.bySandbox[sandbox]))
+	for id := range b.bySandbox[sandbox] {
+		out = append(out, id)
+	}
+	return out
+}
+
+// namesake returns another recorded instance of m's pod and container (the lowest ID), if any.
+func (b *book) namesake(m member) (member, bool) {
+	best := ""
+	for id := range b.byName[nameKey(m)] {
+		if id != m.ID && (best == "" || id < best) {
+			best = id
+		}
+	}
+	o, ok := b.members[best]
+	return o, ok
 }
 
 // put records m, replacing an earlier record with its ID. A member with State ok joins its
@@ -62,6 +105,8 @@ func newBook() *book {
 func (b *book) put(m member, cookie kernel.Cookie) {
 	b.remove(m.ID)
 	b.members[m.ID] = m
+	index(b.bySandbox, m.Sandbox, m.ID, true)
+	index(b.byName, nameKey(m), m.ID, true)
 	if m.Cgroup != "" {
 		b.byCgroup[m.Cgroup] = m.ID
 	}
@@ -85,6 +130,8 @@ func (b *book) remove(id string) (forgotten string) {
 		return ""
 	}
 	delete(b.members, id)
+	index(b.bySandbox, m.Sandbox, id, false)
+	index(b.byName, nameKey(m), id, false)
 	if b.byCgroup[m.Cgroup] == id {
 		delete(b.byCgroup, m.Cgroup)
 	}

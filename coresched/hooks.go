@@ -84,12 +84,7 @@ func (m *Manager) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api
 // in a new one, whose members stay.
 func (m *Manager) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) {
 	m.mu.Lock()
-	var ids []string
-	for _, mem := range m.book.list() {
-		if mem.Sandbox == pod.GetId() {
-			ids = append(ids, mem.ID)
-		}
-	}
+	ids := m.book.inSandbox(pod.GetId())
 	m.mu.Unlock()
 	for _, id := range ids {
 		m.forget(id)
@@ -114,11 +109,9 @@ func (m *Manager) forget(id string) {
 // the container (restarted, or in the pod's re-created sandbox) has the same labels: its
 // series is set again instead. The caller holds m.mu.
 func (m *Manager) unpublish(mem member) {
-	for _, o := range m.book.list() {
-		if o.Pod == mem.Pod && o.Name == mem.Name {
-			m.met.setMember(o)
-			return
-		}
+	if o, ok := m.book.namesake(mem); ok {
+		m.met.setMember(o)
+		return
 	}
 	m.met.dropMember(mem)
 }

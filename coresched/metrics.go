@@ -16,11 +16,15 @@ type metrics struct {
 	ops       *prometheus.CounterVec // cookie operations by op and result
 	repaired  *prometheus.CounterVec // tasks given their cookie after the fact, by who found them
 	delay     *prometheus.HistogramVec
+	// series holds the group and state labels of each pod/container series set, so that a
+	// series is replaced or deleted by its exact labels, never by scanning every series.
+	series map[[2]string][2]string
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	const ns, sub = "podfence", "coresched"
 	m := &metrics{
+		series: map[[2]string][2]string{},
 		supported: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "supported",
 			Help: "1 when this node can give containers core-scheduling cookies; else 0, with the reason."},
 			[]string{"reason"}),
@@ -53,14 +57,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// setMember replaces the series of member m.
+// setMember replaces the series of member m. The caller holds the manager's lock.
 func (x *metrics) setMember(m member) {
-	x.dropMember(m)
-	x.members.WithLabelValues(m.Pod, m.Name, m.Group.String(), string(m.State)).Set(1)
+	k, v := [2]string{m.Pod, m.Name}, [2]string{m.Group.String(), string(m.State)}
+	if old, ok := x.series[k]; ok && old != v {
+		x.members.DeleteLabelValues(m.Pod, m.Name, old[0], old[1])
+	}
+	x.series[k] = v
+	x.members.WithLabelValues(m.Pod, m.Name, v[0], v[1]).Set(1)
 }
 
+// dropMember deletes the series of m's pod and container. The caller holds the manager's lock.
 func (x *metrics) dropMember(m member) {
-	x.members.DeletePartialMatch(prometheus.Labels{"pod": m.Pod, "container": m.Name})
+	k := [2]string{m.Pod, m.Name}
+	if old, ok := x.series[k]; ok {
+		x.members.DeleteLabelValues(m.Pod, m.Name, old[0], old[1])
+		delete(x.series, k)
+	}
 }
 
 // result names an operation's outcome for the ops metric.

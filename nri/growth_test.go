@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -43,10 +42,6 @@ type callCost struct {
 func TestHandlerWorkFlatInK(t *testing.T) {
 	t.Run("agent", func(t *testing.T) { checkFlatInK(t, func() nri.Options { return nri.Options{} }) })
 	t.Run("coresched", func(t *testing.T) {
-		if os.Getenv("PODFENCE_GROWTH_CORESCHED") == "" {
-			t.Skip("known to fail (issue #14): the core-scheduling extension does O(K) work per event; " +
-				"set PODFENCE_GROWTH_CORESCHED=1 to run")
-		}
 		checkFlatInK(t, func() nri.Options { return nri.Options{Extensions: []nri.Extension{coreschedOff(t)}} })
 	})
 }
