@@ -113,9 +113,8 @@ func (a *Agent) WaitSynchronized(ctx context.Context, n int) error {
 
 // Allocations returns what the agent holds, sorted by key.
 func (a *Agent) Allocations() []state.Allocation {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.state.Allocations()
+	_, allocs := a.Snapshot()
+	return allocs
 }
 
 // record adds or replaces the holder of an allocation and queues its checkpoint write.

@@ -29,8 +29,10 @@ type Degraded struct {
 // Snapshot returns the node layout and the allocations, consistent with each other.
 func (a *Agent) Snapshot() (*plan.Node, []state.Allocation) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.node.Load(), a.state.Allocations()
+	node, allocs := a.node.Load(), a.state.Unsorted()
+	a.mu.Unlock()
+	plan.SortAllocations(allocs) // outside the lock: handlers wait for the copy only
+	return node, allocs
 }
 
 // ExtensionStates returns each StateReporter's state by extension name. A panicking

@@ -110,17 +110,29 @@ func (s *State) Len() int { return len(s.allocs) }
 
 // Allocations returns every allocation, sorted by key.
 func (s *State) Allocations() []state.Allocation {
+	out := s.Unsorted()
+	SortAllocations(out)
+	return out
+}
+
+// Unsorted returns every allocation in no particular order: a copy for a caller that sorts
+// outside its lock.
+func (s *State) Unsorted() []state.Allocation {
 	out := make([]state.Allocation, 0, len(s.allocs))
 	for _, a := range s.allocs {
 		out = append(out, a)
 	}
+	return out
+}
+
+// SortAllocations sorts allocations by key.
+func SortAllocations(out []state.Allocation) {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].PodUID != out[j].PodUID {
 			return out[i].PodUID < out[j].PodUID
 		}
 		return out[i].Container < out[j].Container
 	})
-	return out
 }
 
 // Free returns the free CPUs of an exclusive pool.
