@@ -79,10 +79,17 @@ func (p *persister) writeBatch() {
 	p.pending = map[state.Key]*state.Allocation{}
 	p.mu.Unlock()
 	var errs []error
-	for k, a := range batch {
-		if err := p.write(k, a); err != nil {
-			p.log.Error("checkpoint write failed", "podUID", k.PodUID, "container", k.Container, "err", err)
+	if b, ok := p.store.(batchWriter); ok {
+		if err := p.writeAll(b, batch); err != nil {
+			p.log.Error("checkpoint write failed", "changes", len(batch), "err", err)
 			errs = append(errs, err)
+		}
+	} else {
+		for k, a := range batch {
+			if err := p.write(k, a); err != nil {
+				p.log.Error("checkpoint write failed", "podUID", k.PodUID, "container", k.Container, "err", err)
+				errs = append(errs, err)
+			}
 		}
 	}
 	p.mu.Lock()
@@ -90,6 +97,30 @@ func (p *persister) writeBatch() {
 	p.errs = append(p.errs, errs...)
 	p.cond.Broadcast()
 	p.mu.Unlock()
+}
+
+// batchWriter is a checkpoint that writes many changes with one sync (checkpoint.Store).
+type batchWriter interface {
+	WriteBatch(puts []state.Allocation, dels []state.Key) error
+}
+
+// writeAll writes a batch through b; a panicking store fails the batch, not the agent.
+func (p *persister) writeAll(b batchWriter, batch map[state.Key]*state.Allocation) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("checkpoint batch of %d changes: panic: %v", len(batch), r)
+		}
+	}()
+	var puts []state.Allocation
+	var dels []state.Key
+	for k, a := range batch {
+		if a == nil {
+			dels = append(dels, k)
+		} else {
+			puts = append(puts, *a)
+		}
+	}
+	return b.WriteBatch(puts, dels)
 }
 
 // write stores one change; a panicking store fails the write, not the agent.
