@@ -2,17 +2,18 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/agent"
 	"github.com/podfence/podfence/checkpoint"
+	"github.com/podfence/podfence/internal/testwait"
 	"github.com/podfence/podfence/nri"
 	"github.com/podfence/podfence/nri/nritest"
 )
@@ -105,12 +106,10 @@ func TestRunServesTheRuntime(t *testing.T) {
 // waitFile waits until path exists (or, with exists false, is gone).
 func waitFile(t *testing.T, path string, exists bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(path); (err == nil) == exists {
-			return
-		}
-	}
-	t.Fatalf("%s: exists=%v never came", path, exists)
+	testwait.Eventually(t, fmt.Sprintf("%s exists=%v", path, exists), func() bool {
+		_, err := os.Stat(path)
+		return (err == nil) == exists
+	})
 }
 
 func TestMain(m *testing.M) {

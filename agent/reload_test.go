@@ -3,13 +3,16 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/podfence/podfence/internal/testwait"
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/topology"
 )
@@ -37,13 +40,48 @@ func (f *fakeReloader) Reload(n *plan.Node) error {
 
 func (f *fakeReloader) count() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.offers) }
 
+// tickedReloader is a fakeReloader that, as the NRI agent does, gives watchPools the node
+// in force through Node, which watchPools calls at the start of every tick: a call proves
+// that the tick before it has finished.
+type tickedReloader struct {
+	*fakeReloader
+	node  atomic.Pointer[plan.Node]
+	ticks atomic.Int64
+}
+
+func (f *tickedReloader) Node() *plan.Node {
+	f.ticks.Add(1)
+	return f.node.Load()
+}
+
+func (f *tickedReloader) Reload(n *plan.Node) error {
+	err := f.fakeReloader.Reload(n)
+	if err == nil {
+		f.node.Store(n)
+	}
+	return err
+}
+
+// wait waits until n ticks that start after this call have finished.
+func (f *tickedReloader) wait(t *testing.T, n int64) {
+	t.Helper()
+	// Each tick starts with a call, so the n ticks after this call have ended once the
+	// call after them comes.
+	want := f.ticks.Load() + 1 + n
+	testwait.Eventually(t, fmt.Sprintf("%d ticks", n), func() bool { return f.ticks.Load() >= want })
+}
+
 // TestWatchPools: a changed config is offered once; an unchanged or broken one is not; a
 // refused one is not offered again until the file changes.
 func TestWatchPools(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "poolconfig-a.yaml")
-	write := func(body string) {
-		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+	write := func(body string) { // atomic, so that no tick sees a partial file
+		tmp := filepath.Join(dir, "tmp")
+		if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,21 +95,19 @@ func TestWatchPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := &fakeReloader{}
+	fake := &tickedReloader{fakeReloader: &fakeReloader{}}
+	node := plan.NewNode(topo, layout, plan.Policy{})
+	fake.node.Store(node)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		watchPools(ctx, cfg, plan.NewNode(topo, layout, plan.Policy{}), []reloader{fake}, 5*time.Millisecond, slog.New(slog.DiscardHandler))
+		watchPools(ctx, cfg, node, []reloader{fake}, 5*time.Millisecond, slog.New(slog.DiscardHandler))
 		close(done)
 	}()
 	defer func() { cancel(); <-done }()
 	settle := func(want int, what string) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Second)
-		for fake.count() < want && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(30 * time.Millisecond) // several more ticks: no further offers
+		fake.wait(t, 3) // one tick reads the file as written; two more must offer nothing new
 		if got := fake.count(); got != want {
 			t.Fatalf("%s: %d reload offers, want %d (%v)", what, got, want, fake.offers)
 		}

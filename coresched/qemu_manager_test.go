@@ -12,6 +12,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/coresched/kernel"
 	"github.com/podfence/podfence/coresched/procevents"
+	"github.com/podfence/podfence/internal/testwait"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +33,7 @@ func TestQEMUManager(t *testing.T) {
 	go func() { _ = m.Run(ctx) }()
 	noEvents := processEvents(t)
 	if noEvents == nil {
-		eventually(t, "watcher subscribed", func() error {
+		testwait.EventuallyNil(t, "watcher subscribed", func() error {
 			if !m.Status().Watching {
 				return fmt.Errorf("status %+v", m.Status())
 			}
@@ -108,11 +109,11 @@ func TestQEMUManager(t *testing.T) {
 		t.Logf("FACT of that delay, Share (a throw-away thread: SHARE_FROM, SHARE_TO, waiting for it to end) took p50 %s, p99 %s over %d calls",
 			percentile(k.shares, 0.5), percentile(k.shares, 0.99), len(k.shares))
 	})
-	reconcileCatches(t, m, cgroupOf(a1), cA)
+	reconcileCatches(t, m, cgroupOf(a1), cA, func() { watcherFence(t, repairs, noEvents, cgroupOf(a1)) })
 	t.Logf("FACT the agent's own threads stay at cookie 0: all %d threads of pid %d", checkOwnThreads(t), os.Getpid())
 
 	stop() // the first agent goes away; its tasks stay
-	eventually(t, "watcher stopped", func() error {
+	testwait.EventuallyNil(t, "watcher stopped", func() error {
 		if m.Status().Watching {
 			return fmt.Errorf("still watching")
 		}
@@ -151,25 +152,12 @@ func watcherExecs(t *testing.T, repairs chan Repair, path string, want kernel.Co
 		moveTo(t, path, h.pid)
 		_, err = fmt.Fprintln(h.stdin, "go")
 		must(t, err)
-		deadline := time.After(5 * time.Second)
-	wait:
-		for {
-			select {
-			case r := <-repairs:
-				if r.Pid == h.pid && r.Event == "exec" {
-					delays = append(delays, r.Delay)
-					break wait
-				}
-			case <-deadline:
-				h.stop()
-				t.Fatalf("exec %d: no watcher repair of pid %d within 5 s", i, h.pid)
-			}
-		}
+		delays = append(delays, execRepair(t, repairs, h, fmt.Sprintf("exec %d", i)))
 		must(t, h.waitReady())
 		if h.ready != cookieHex(want) {
 			late++
 		}
-		eventually(t, "helper threads", func() error {
+		testwait.EventuallyNil(t, "helper threads", func() error {
 			if c, err := processCookie(h.pid); err != nil || c != want {
 				return fmt.Errorf("pid %d: %s, %v", h.pid, cookieHex(c), err)
 			}
@@ -182,13 +170,51 @@ func watcherExecs(t *testing.T, repairs chan Repair, path string, want kernel.Co
 		len(delays), n, cookieHex(want), percentile(delays, 0.5), percentile(delays, 0.99), percentile(delays, 1), late)
 }
 
+// execRepair waits for the watcher's repair of helper h's exec and returns its delay.
+func execRepair(t *testing.T, repairs chan Repair, h *child, what string) time.Duration {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case r := <-repairs:
+			if r.Pid == h.pid && r.Event == "exec" {
+				return r.Delay
+			}
+		case <-deadline:
+			h.stop()
+			t.Fatalf("%s: no watcher repair of pid %d within 5 s", what, h.pid)
+		}
+	}
+}
+
+// watcherFence returns once the watcher has handled every process event that came before
+// the call: it moves a fresh helper into the container cgroup path, lets it exec and waits
+// for the watcher's repair of that exec (the watcher handles events in order). Without a
+// watcher (no process events) it returns at once: nothing else acts on tasks between two
+// reconciles.
+func watcherFence(t *testing.T, repairs chan Repair, noEvents error, path string) {
+	t.Helper()
+	if noEvents != nil {
+		return
+	}
+	h, err := startHelper("exec", nil)
+	must(t, err)
+	defer h.stop()
+	moveTo(t, path, h.pid)
+	_, err = fmt.Fprintln(h.stdin, "go")
+	must(t, err)
+	execRepair(t, repairs, h, "fence")
+	must(t, h.waitReady())
+}
+
 // reconcileCatches moves a running process into a cgroup: no exec, so no event for its
 // existing threads (the watcher still sees threads it starts later). The reconcile
-// repairs the rest.
-func reconcileCatches(t *testing.T, m *Manager, path string, want kernel.Cookie) {
+// repairs the rest. fence returns once the watcher has handled every earlier event.
+func reconcileCatches(t *testing.T, m *Manager, path string, want kernel.Cookie, fence func()) {
 	h := startChild(t, "sleep")
+	fence() // the watcher has seen h's fork and exec, outside the container
 	moveTo(t, path, h.pid)
-	time.Sleep(100 * time.Millisecond)
+	fence() // and every event since: the move itself gave h's threads nothing
 	tids, err := procFS{root: "/proc"}.threads(h.pid)
 	must(t, err)
 	without := 0
@@ -240,7 +266,7 @@ func lastMember(t *testing.T, m *Manager, pod *api.PodSandbox, pids []int, old k
 	for _, p := range pids {
 		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
-	eventually(t, "group without members", func() error {
+	testwait.EventuallyNil(t, "group without members", func() error {
 		m.reconcile(false)
 		if s := m.Status(); s.Groups != 1 {
 			return fmt.Errorf("status %+v", s)

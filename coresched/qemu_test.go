@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/podfence/podfence/coresched/kernel"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 const guestCgroups = "/sys/fs/cgroup"
@@ -31,7 +32,10 @@ const guestCgroups = "/sys/fs/cgroup"
 func needQEMU(t *testing.T) {
 	t.Helper()
 	if os.Getenv("PODFENCE_IN_QEMU") != "1" {
-		t.Skip("needs SMT, CONFIG_SCHED_CORE and cgroup v2: run in QEMU with hack/qemu/run-go-test.sh ./coresched")
+		// Not a host's capabilities alone: these tests make cgroups under the host's
+		// /sys/fs/cgroup/kubepods (a kubelet's tree on a node) and move processes into them.
+		t.Skip("needs SMT, CONFIG_SCHED_CORE, cgroup v2 and a disposable machine whose /sys/fs/cgroup/kubepods it may change: " +
+			"runs in the QEMU guest of hack/qemu/run-go-test.sh ./coresched (PODFENCE_IN_QEMU=1)")
 	}
 }
 
@@ -80,24 +84,12 @@ func (c *counting) take() (map[string]int, int) {
 
 func waitReadable(t *testing.T) {
 	t.Helper()
-	eventually(t, "readable cookies", func() error {
+	testwait.EventuallyNil(t, "readable cookies", func() error {
 		if s := (kernel.Prctl{}).Probe(); s.Err != nil || !s.Readable {
 			return fmt.Errorf("probe: %v", s)
 		}
 		return nil
 	})
-}
-
-// eventually retries f every 20 ms for up to 10 s.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if err = f(); err == nil {
-			return
-		}
-	}
-	t.Fatalf("%s: %v", what, err)
 }
 
 // cookieOf reads every thread of process pid and fails unless they all carry one cookie.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/podfence/podfence/coresched/kernel"
 	"github.com/podfence/podfence/coresched/procevents"
+	"github.com/podfence/podfence/internal/testwait"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -163,11 +164,7 @@ func TestRun(t *testing.T) {
 	c, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- m.Run(c) }()
-	for deadline := time.Now().Add(5 * time.Second); n.cookieOf(130) != n.cookieOf(110); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the reconcile did not repair pid 130")
-		}
-	}
+	testwait.Eventually(t, "the reconcile's repair of pid 130", func() bool { return n.cookieOf(130) == n.cookieOf(110) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)

@@ -2,21 +2,25 @@ package deviceplugin
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/podfence/podfence/internal/testwait"
 	"github.com/podfence/podfence/plan"
 	"github.com/podfence/podfence/pools"
 	"github.com/podfence/podfence/topology"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/cpuset"
 )
 
 // testTopo is 2 sockets (NUMA 0 and 1) × 4 cores × 2 threads: core c has CPUs c and c+8;
@@ -133,6 +137,30 @@ func runPlugin(t *testing.T, node *plan.Node, opts Options) (p *Plugin, stop fun
 		}
 	})
 	return p, stop
+}
+
+// passes counts the passes of Run's loop: Run calls Options.Online once a pass, after the
+// pass's sync (serving missing sockets, registering with the kubelet), so a call proves that
+// the sync before it has finished. Online reports every CPU of the node online.
+type passes struct {
+	online cpuset.CPUSet
+	n      atomic.Int64
+}
+
+func newPasses(node *plan.Node) *passes { return &passes{online: node.Topology.Online()} }
+
+func (p *passes) Online() (cpuset.CPUSet, error) {
+	p.n.Add(1)
+	return p.online, nil
+}
+
+// wait waits until n passes that start after this call have run their sync.
+func (p *passes) wait(t *testing.T, n int64) {
+	t.Helper()
+	// The next call may end a pass whose sync began before this call; the n after it
+	// end passes that began after it.
+	want := p.n.Load() + 1 + n
+	testwait.Eventually(t, fmt.Sprintf("%d passes of Run's loop", n), func() bool { return p.n.Load() >= want })
 }
 
 // dial connects to a registered endpoint the way the kubelet does.

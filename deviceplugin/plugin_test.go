@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/podfence/podfence/pools"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -197,7 +196,9 @@ func TestKubeletRestart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := shortDir(t)
 			k := startKubelet(t, dir)
-			runPlugin(t, testNode(t, testTopo, testPools), Options{Dir: dir})
+			node := testNode(t, testTopo, testPools)
+			loop := newPasses(node)
+			runPlugin(t, node, Options{Dir: dir, Online: loop.Online})
 			k.registrations(t, 3)
 
 			k.srv.Stop()
@@ -209,7 +210,7 @@ func TestKubeletRestart(t *testing.T) {
 			} else {
 				os.Remove(filepath.Join(dir, KubeletSocket))
 			}
-			time.Sleep(30 * time.Millisecond) // a poll without a kubelet
+			loop.wait(t, 1) // a pass without a kubelet
 			k2 := startKubelet(t, dir)
 			regs := k2.registrations(t, 3)
 			stream, err := dial(t, dir, regs["podfence.io/exclusive_dp"]).ListAndWatch(ctxT(t), &pluginapi.Empty{})
@@ -225,8 +226,10 @@ func TestKubeletRestart(t *testing.T) {
 
 func TestKubeletLate(t *testing.T) {
 	dir := shortDir(t)
-	runPlugin(t, testNode(t, testTopo, testPools), Options{Dir: dir})
-	time.Sleep(30 * time.Millisecond)
+	node := testNode(t, testTopo, testPools)
+	loop := newPasses(node)
+	runPlugin(t, node, Options{Dir: dir, Online: loop.Online})
+	loop.wait(t, 1) // Run serves every pool before its first pass
 	if _, err := os.Stat(filepath.Join(dir, "podfence-exclusive_dp.sock")); err != nil {
 		t.Errorf("not serving before the kubelet starts: %v", err)
 	}

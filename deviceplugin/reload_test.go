@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
@@ -24,7 +23,9 @@ pools:
 func TestReload(t *testing.T) {
 	dir := shortDir(t)
 	k := startKubelet(t, dir)
-	p, _ := runPlugin(t, testNode(t, testTopo, testPools), Options{Dir: dir})
+	node := testNode(t, testTopo, testPools)
+	loop := newPasses(node)
+	p, _ := runPlugin(t, node, Options{Dir: dir, Online: loop.Online})
 	regs := k.registrations(t, 3)
 	dp := dial(t, dir, regs["podfence.io/exclusive_dp"])
 	stream, err := dp.ListAndWatch(ctxT(t), &pluginapi.Empty{})
@@ -46,7 +47,7 @@ func TestReload(t *testing.T) {
 	if reg := k.registrations(t, 1); reg["podfence.io/exclusive_new"] == nil {
 		t.Errorf("registrations after reload: %v, want exclusive_new only", reg)
 	}
-	time.Sleep(50 * time.Millisecond)
+	loop.wait(t, 3) // registrations happen in a pass's sync: three more passes register nothing
 	if len(k.reqs) != 0 {
 		t.Errorf("%d more registrations: unchanged and changed pools need none", len(k.reqs))
 	}
@@ -62,11 +63,13 @@ func TestReload(t *testing.T) {
 func TestReloadFromNoPools(t *testing.T) {
 	dir := shortDir(t)
 	k := startKubelet(t, dir)
-	p, _ := runPlugin(t, testNode(t, testTopo, "pools: {default: {cpus: 0-15}}"), Options{Dir: dir})
+	node := testNode(t, testTopo, "pools: {default: {cpus: 0-15}}")
+	loop := newPasses(node)
+	p, _ := runPlugin(t, node, Options{Dir: dir, Online: loop.Online})
 	if got := p.Resources(); len(got) != 0 {
 		t.Errorf("Resources() = %v, want none", got)
 	}
-	time.Sleep(30 * time.Millisecond)
+	loop.wait(t, 1) // Run serves nothing and loops: the reload comes to a running plugin
 	if err := p.Reload(testNode(t, testTopo, testPools)); err != nil {
 		t.Fatal(err)
 	}

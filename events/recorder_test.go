@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/podfence/podfence/events"
+	"github.com/podfence/podfence/internal/testwait"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -63,12 +63,8 @@ func TestRecorderRateLimits(t *testing.T) {
 		r.Record(events.Event{Namespace: "ns", Pod: pod, Reason: reason})
 		if posts == 0 { // held back: wait until the recorder has counted it, before the clock moves
 			limited++
-			for deadline := time.Now().Add(5 * time.Second); counted(t, r, "rate_limited") < limited; {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s %s neither posted nor counted as rate limited", pod, reason)
-				}
-				runtime.Gosched()
-			}
+			testwait.Eventually(t, fmt.Sprintf("%s %s to be counted as rate limited", pod, reason),
+				func() bool { return counted(t, r, "rate_limited") >= limited })
 		}
 		for range posts {
 			select {
@@ -88,11 +84,7 @@ func TestRecorderRateLimits(t *testing.T) {
 	send("c", "Refused", 1)
 	clk.add(time.Minute)
 	send("a", "Fail", 1)
-	for deadline := time.Now().Add(5 * time.Second); counted(t, r, "failed") < 1; runtime.Gosched() {
-		if time.Now().After(deadline) {
-			t.Fatal("the failed post was not counted")
-		}
-	}
+	testwait.Eventually(t, "the failed post to be counted", func() bool { return counted(t, r, "failed") >= 1 })
 	cancel()
 	<-done
 	s.mu.Lock()

@@ -3,9 +3,9 @@ package extender
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/podfence/podfence/coresched"
+	"github.com/podfence/podfence/internal/testwait"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -16,16 +16,6 @@ func facts(c *Cache, node, group string) Facts {
 	var f Facts
 	c.Each([]string{node}, group, func(_ int, n Facts) { f = n })
 	return f
-}
-
-// eventually polls cond until it holds or a few seconds pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 func TestCacheFromInformers(t *testing.T) {
@@ -50,35 +40,35 @@ func TestCacheFromInformers(t *testing.T) {
 	if _, err := pods.Create(ctx, testPod("shop", "e1", "a", 3000, coresched.LabelPolicy, coresched.PolicyExclusive), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the exclusive pod", func() bool { f := facts(c, "a", ""); return f.Groups == 3 && f.BusyCores == 3 })
+	testwait.Eventually(t, "the exclusive pod", func() bool { f := facts(c, "a", ""); return f.Groups == 3 && f.BusyCores == 3 })
 	done := testPod("shop", "w1", "a", 1500, coresched.LabelGroup, "web")
 	done.Status.Phase = corev1.PodSucceeded
 	if _, err := pods.Update(ctx, done, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the finished pod to leave", func() bool { return !facts(c, "a", "group:web").HasGroup })
+	testwait.Eventually(t, "the finished pod to leave", func() bool { return !facts(c, "a", "group:web").HasGroup })
 	if err := pods.Delete(ctx, "e1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deleted pod to leave", func() bool { f := facts(c, "a", ""); return f.Groups == 1 && f.BusyCores == 1 })
+	testwait.Eventually(t, "the deleted pod to leave", func() bool { f := facts(c, "a", ""); return f.Groups == 1 && f.BusyCores == 1 })
 
 	// The agent republishes; the node goes.
 	n := testNode("a", "unsupported", 8, 16)
 	if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "unsupported", func() bool { return !facts(c, "a", "").CoreSched })
+	testwait.Eventually(t, "unsupported", func() bool { return !facts(c, "a", "").CoreSched })
 	if err := nodes.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the node to be unknown", func() bool { return !facts(c, "a", "").Known })
+	testwait.Eventually(t, "the node to be unknown", func() bool { return !facts(c, "a", "").Known })
 	if f := facts(c, "a", "ns:shop"); !f.HasGroup || f.Groups != 1 {
 		t.Errorf("pods of a deleted node: %+v, want still counted", f)
 	}
 	if err := pods.Delete(ctx, "s1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cache to be empty", func() bool { return c.Len() == 0 })
+	testwait.Eventually(t, "the cache to be empty", func() bool { return c.Len() == 0 })
 }
 
 // TestCacheCounts: moves and repeated updates keep the sums exact.

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/podfence/podfence/coresched"
+	"github.com/podfence/podfence/internal/testwait"
 	"k8s.io/client-go/kubernetes/fake"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
@@ -28,15 +28,10 @@ func TestRun(t *testing.T) {
 		done <- Run(ctx, Config{Client: client, Address: addr, DefaultGroup: coresched.ByNamespace}, quiet())
 	}()
 	var resp *http.Response
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testwait.EventuallyNil(t, "the extender to serve", func() (err error) {
 		resp, err = http.Post("http://"+addr+"/prioritize", "application/json", strings.NewReader(`{"Pod":`+webPod+`,"NodeNames":["a"]}`))
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err
+	})
 	var got extenderv1.HostPriorityList
 	err = decodeJSON(resp, &got)
 	// a: 1 group (web), has it: round(6×15/16 + 4) = 10.

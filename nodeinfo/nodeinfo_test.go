@@ -3,6 +3,7 @@ package nodeinfo_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podfence/podfence/internal/testwait"
 	"github.com/podfence/podfence/kubeapi"
 	"github.com/podfence/podfence/nodeinfo"
 	corev1 "k8s.io/api/core/v1"
@@ -53,20 +55,20 @@ func TestPublisher(t *testing.T) {
 	srv := newAPIServer(t, "n1")
 	srv.failNext(http.StatusInternalServerError)
 	var supported atomic.Bool
+	var reads atomic.Int64 // Run reads Info once a period, after publishing what the last read changed
 	p := &nodeinfo.Publisher{Client: client(t, srv), Node: "n1", Every: 5 * time.Millisecond, Retry: time.Millisecond,
-		Info: func() nodeinfo.Info { return nodeinfo.Info{CoreSched: supported.Load(), PhysicalCores: 4} },
-		Log:  slog.New(slog.DiscardHandler)}
+		Info: func() nodeinfo.Info {
+			reads.Add(1)
+			return nodeinfo.Info{CoreSched: supported.Load(), PhysicalCores: 4}
+		},
+		Log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
 
 	wait := func(what, label string) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); srv.Node(t).Labels[nodeinfo.LabelCoreSched] != label; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
+		testwait.Eventually(t, what, func() bool { return srv.Node(t).Labels[nodeinfo.LabelCoreSched] == label })
 	}
 	wait("the retried patch", "unsupported")
 	supported.Store(true)
@@ -75,7 +77,11 @@ func TestPublisher(t *testing.T) {
 	if info, ok, err := nodeinfo.Read(n); !ok || err != nil || info != (nodeinfo.Info{CoreSched: true, PhysicalCores: 4}) || n.Labels["keep"] != "me" {
 		t.Errorf("node = %v %v, want the core count and the other labels kept", n.Labels, n.Annotations)
 	}
-	time.Sleep(30 * time.Millisecond) // a few periods without a change
+	// A few periods without a change. A read ends the period begun by the read before it,
+	// whose patch (if any) has been sent: four more reads are three whole periods after the
+	// change was published, each of which would have patched had Run seen a change.
+	want := reads.Load() + 4
+	testwait.Eventually(t, "three more periods", func() bool { return reads.Load() >= want })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v", err)
@@ -96,11 +102,12 @@ func TestPublisherBackoff(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = p.Run(ctx) }()
-	for deadline := time.Now().Add(5 * time.Second); len(logs.get()) < 6; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: log %q", logs.get())
+	testwait.EventuallyNil(t, "five failures and the publication", func() error {
+		if got := logs.get(); len(got) < 6 {
+			return fmt.Errorf("log %q", got)
 		}
-	}
+		return nil
+	})
 	cancel()
 	const failed = `WARN publish node info err=patch node n1: PATCH /api/v1/nodes/n1?fieldManager=podfence-agent: 403 Forbidden: nodes "n1" is forbidden: no retryIn=`
 	want := []string{failed + "1ms", failed + "2ms", failed + "4ms", failed + "4ms", failed + "4ms",
@@ -138,11 +145,12 @@ func TestStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodeinfo.Start(ctx, kubeconfig, "n1", info, log)
-	for deadline := time.Now().Add(5 * time.Second); srv.Node(t).Annotations[nodeinfo.AnnotationPhysicalCores] != "8"; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for the patch; log %q", logs.get())
+	testwait.EventuallyNil(t, "the patch", func() error {
+		if srv.Node(t).Annotations[nodeinfo.AnnotationPhysicalCores] != "8" {
+			return fmt.Errorf("not patched; log %q", logs.get())
 		}
-	}
+		return nil
+	})
 }
 
 func client(t *testing.T, srv *apiServer) *kubeapi.Client {

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/podfence/podfence/internal/testwait"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 )
@@ -67,22 +67,31 @@ func TestRealStartPinned(t *testing.T) {
 	if got := allowedList(t, fmt.Sprintf("/proc/%d/status", pid)); got != fmt.Sprint(cpu) {
 		t.Errorf("child %d: Cpus_allowed_list %s, want %d", pid, got, cpu)
 	}
-	// The pinned thread ends with its goroutine; give the runtime a moment to reap it.
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		narrowed := ""
+	// The pinned thread ends with its goroutine; the runtime reaps it soon after.
+	testwait.EventuallyNil(t, "no thread of the starter with the child's mask", func() error {
 		tasks, _ := filepath.Glob("/proc/self/task/*/status")
 		for _, task := range tasks {
-			if got := allowedList(t, task); got != all.String() {
-				narrowed = task + ": " + got
+			if got, ok := taskAllowedList(task); ok && got != all.String() {
+				return fmt.Errorf("%s: %s (want %s)", task, got, all)
 			}
 		}
-		if narrowed == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a thread of the starter kept the child's mask: %s (want %s)", narrowed, all)
+		return nil
+	})
+}
+
+// taskAllowedList reads Cpus_allowed_list from a thread's status file; ok is false when
+// the thread is gone.
+func taskAllowedList(path string) (string, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v), true
 		}
 	}
+	return "", false
 }
 
 // TestRealStartExec runs the whole starter in a helper copy of this test binary: it forks
@@ -98,7 +107,7 @@ func TestRealStartExec(t *testing.T) {
 		{Path: "/bin/sh", Args: []string{"-c", fmt.Sprintf(report, "forked")}, Pool: "exclusive_t", CPUs: 1},
 		{Path: "/bin/sh", Args: []string{"-c", fmt.Sprintf(report, "exec")}, Pool: "exclusive_t", CPUs: 1},
 	}})
-	cmd := exec.Command(exe, "-test.run=^TestHelperStarter$")
+	cmd := exec.Command(exe, "-test.run=^$") // TestMain runs the starter
 	cmd.Env = append(os.Environ(), "PINNING_HELPER=1", EnvContainer+"=app", EnvPinning+"="+pinning,
 		fmt.Sprintf("%s=%d,%d", EnvExclusiveCPUs, a, b))
 	out, err := cmd.CombinedOutput()
@@ -121,11 +130,13 @@ func TestRealStartExec(t *testing.T) {
 	}
 }
 
-// TestHelperStarter is the helper process of TestRealStartExec.
-func TestHelperStarter(t *testing.T) {
-	if os.Getenv("PINNING_HELPER") != "1" {
-		t.Skip("helper process for TestRealStartExec")
+// TestMain makes the test binary, with PINNING_HELPER=1, the helper process of
+// TestRealStartExec: the whole starter, from the environment.
+func TestMain(m *testing.M) {
+	if os.Getenv("PINNING_HELPER") == "1" {
+		s := Starter{Affinity: SchedAffinity{}, Execer: OSExecer{Stdout: os.Stdout, Stderr: os.Stderr}}
+		fmt.Fprintln(os.Stderr, s.Start(os.Environ(), nil)) // Start returns only when it fails
+		os.Exit(1)
 	}
-	s := Starter{Affinity: SchedAffinity{}, Execer: OSExecer{Stdout: os.Stdout, Stderr: os.Stderr}}
-	t.Fatal(s.Start(os.Environ(), nil)) // Start returns only when it fails
+	os.Exit(m.Run())
 }

@@ -14,12 +14,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/agent"
 	"github.com/podfence/podfence/cgroups/cgroupstest"
+	"github.com/podfence/podfence/internal/testwait"
 	"github.com/podfence/podfence/nri"
 	"github.com/podfence/podfence/nri/nritest"
 	"github.com/podfence/podfence/status"
@@ -77,12 +77,12 @@ func TestStatusAgainstAgent(t *testing.T) {
 
 	addr := waitLog(t, logs, regexp.MustCompile(`msg="serving metrics" address=(\S+)`))
 	base := "http://" + addr
-	waitFor(t, func() bool { return strings.Contains(logs.String(), `msg="connected to runtime"`) })
+	testwait.Eventually(t, "the agent to connect to the runtime", func() bool { return strings.Contains(logs.String(), `msg="connected to runtime"`) })
 	if code, body := get(t, base+"/readyz"); code != 503 || body != "not ready: the container runtime has not synchronised the agent yet\n" {
 		t.Errorf("/readyz before sync: %d %q", code, body)
 	}
 	close(gate)
-	waitFor(t, func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	testwait.Eventually(t, "/readyz 200", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
 	rt.BlockPluginSync().Unblock()
 
 	create(t, rt, "telco", "router", map[string]string{nri.AnnotationCPUPools: `{"fwd": {"exclusive_dp": 4}, "stats": {"shared_s": 250}}`,
@@ -198,20 +198,10 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if ok() {
-			return
-		}
-	}
-	t.Fatal("timed out")
-}
-
 func waitLog(t *testing.T, logs *syncBuffer, re *regexp.Regexp) string {
 	t.Helper()
 	var m []string
-	waitFor(t, func() bool { m = re.FindStringSubmatch(logs.String()); return m != nil })
+	testwait.Eventually(t, "a log line matching "+re.String(), func() bool { m = re.FindStringSubmatch(logs.String()); return m != nil })
 	return m[1]
 }
 

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // helperEnv makes the test binary act as a child process for the tests (see runHelper).
@@ -148,20 +147,4 @@ func tasks(t *testing.T, procRoot string, pid int) []int {
 		tids = append(tids, tid)
 	}
 	return tids
-}
-
-// eventually retries f every 200 ms for up to 30 s until it returns nil.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after 30 s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

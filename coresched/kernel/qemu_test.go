@@ -1,8 +1,9 @@
 package kernel
 
-// Real-kernel tests: they need SMT and CONFIG_SCHED_CORE, so they run only in the QEMU guest
-// of hack/qemu/run-go-test.sh (PODFENCE_IN_QEMU=1). They are not behind a build tag, so that
-// go vet and staticcheck check them on every run.
+// Real-kernel tests: they need SMT and CONFIG_SCHED_CORE (the QEMU guest of
+// hack/qemu/run-go-test.sh has both, and says so with PODFENCE_IN_QEMU=1; a host with both
+// runs them too: they touch only the cookies of their own child processes). They are not
+// behind a build tag, so that go vet and staticcheck check them on every run.
 
 import (
 	"errors"
@@ -14,20 +15,40 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/podfence/podfence/internal/testwait"
 )
 
+// needQEMU skips unless this kernel has SMT active and core scheduling usable by this
+// process; in the QEMU guest, built to have both, a missing one fails the test instead.
 func needQEMU(t *testing.T) {
 	t.Helper()
-	if os.Getenv("PODFENCE_IN_QEMU") != "1" {
-		t.Skip("needs SMT and CONFIG_SCHED_CORE: run in QEMU with hack/qemu/run-go-test.sh ./coresched/kernel")
+	missing := ""
+	smt, err := os.ReadFile("/sys/devices/system/cpu/smt/active")
+	switch {
+	case err != nil:
+		missing = fmt.Sprintf("SMT state unknown: %v", err)
+	case strings.TrimSpace(string(smt)) != "1":
+		missing = "SMT is not active (/sys/devices/system/cpu/smt/active: " + strings.TrimSpace(string(smt)) + ")"
+	default:
+		if s := (Prctl{}).Probe(); !s.Available() {
+			missing = fmt.Sprintf("core scheduling is unavailable (CONFIG_SCHED_CORE, root): %v", s.Err)
+		}
 	}
+	if missing == "" {
+		return
+	}
+	if os.Getenv("PODFENCE_IN_QEMU") == "1" {
+		t.Fatalf("the QEMU guest's kernel is built for core scheduling, but %s", missing)
+	}
+	t.Skipf("needs SMT and CONFIG_SCHED_CORE (hack/qemu/run-go-test.sh ./coresched/kernel has both): %s", missing)
 }
 
 // waitReadable waits until GET shows cookies (they read 0 for a few seconds after boot).
 func waitReadable(t *testing.T) {
 	t.Helper()
 	start := time.Now()
-	eventually(t, "probe", func() error {
+	testwait.EventuallyNil(t, "probe", func() error {
 		s := Prctl{}.Probe()
 		if s.Err != nil {
 			t.Fatalf("probe: %v", s.Err)
@@ -70,8 +91,8 @@ func TestQEMUSMTSiblings(t *testing.T) {
 	needQEMU(t)
 	b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
 	must(t, "read cpu0 siblings", err)
-	if s := strings.TrimSpace(string(b)); s != "0-1" && s != "0,2" {
-		t.Fatalf("cpu0 thread siblings %q: want two threads per core", s)
+	if s := strings.TrimSpace(string(b)); !strings.ContainsAny(s, ",-") {
+		t.Fatalf("cpu0 thread siblings %q: want two or more threads per core", s)
 	}
 	s := Prctl{}.Probe()
 	t.Logf("probe: %v", s)

@@ -1,11 +1,15 @@
 package procevents
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // TestConn subscribes (root in the initial namespaces, CONFIG_PROC_EVENTS) and sees the
@@ -57,7 +61,7 @@ func TestConn(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	testwait.Eventually(t, "the goroutine to wait in Read", parkedInRead)
 	c.Close()
 	select {
 	case err := <-done:
@@ -67,4 +71,17 @@ func TestConn(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("Read still blocked after Close")
 	}
+}
+
+// parkedInRead reports whether a goroutine of this process waits for the socket in
+// Conn.Read, from a dump of every goroutine's stack.
+func parkedInRead() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("[IO wait")) && bytes.Contains(g, []byte("procevents.(*Conn).Read(")) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,46 +1,70 @@
 package enforce_test
 
 import (
+	"bufio"
+	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/podfence/podfence/cgroups"
-	"github.com/podfence/podfence/epc/enforce"
+	"github.com/podfence/podfence/epc"
 )
 
-// These run where this package's tests cannot: on a real runtime and a real kernel with a
-// misc controller. The harnesses that cover them belong to the e2e suite and the QEMU
-// guest; the skips name what each must check.
-
-// TestEPCOnRealContainerd: the e2e suite (make e2e, real containerd + NRI + runc on this
-// host's kernel) runs a pod with epc-limit.nri.io/container.<name> under the agent and checks
-// that strict refuses it with "the kernel lacks SGX EPC cgroup support" in the CRI error,
-// and that best-effort runs it and logs "SGX EPC limit not enforced".
-func TestEPCOnRealContainerd(t *testing.T) {
-	t.Skip("covered by the e2e suite (e2e/, make e2e): strict refusal message and best-effort run on a real containerd")
+// TestProbeInQEMUGuest probes a real misc controller: it runs wherever /sys/fs/cgroup has
+// one (the QEMU guest of make qemu: Linux 6.1, cgroup v2 with misc; make qemu runs it by
+// this name) and checks that Probe finds the misc root and reads the real misc.capacity
+// (TestProbeHost's checks, which also cover hosts without misc). In the guest, whose kernel
+// config is known, misc must be there and its misc.capacity lists no sgx_epc (6.1 lists
+// only SEV types).
+//
+// The strict refusal and the best-effort run on a real containerd are the e2e suite's:
+// e2e/run.sh phase D (make e2e).
+func TestProbeInQEMUGuest(t *testing.T) {
+	inGuest := os.Getenv("PODFENCE_IN_QEMU") == "1"
+	h := hostCgroups(t)
+	if h.misc == "" {
+		why := "the kernel has no misc controller (not in /proc/cgroups)"
+		if kernelHasMisc(t) {
+			why = fmt.Sprintf("the kernel's misc controller is not usable at %s (cgroup %s)", h.root, h.version)
+		}
+		if inGuest {
+			t.Fatalf("the QEMU guest's kernel is built with cgroup v2 and misc, but %s", why)
+		}
+		t.Skip("needs a misc cgroup controller at /sys/fs/cgroup: " + why)
+	}
+	raw, err := os.ReadFile(h.misc + "/misc.capacity")
+	if err != nil {
+		t.Fatalf("misc.capacity: %v", err)
+	}
+	t.Logf("misc.capacity: %q", raw)
+	c := h.check(t)
+	t.Logf("probe: cgroup %s, misc %q, supported %v, reason %q", c.Layout.Version, c.MiscRoot, c.Node.Supported, c.Node.Reason)
+	if inGuest {
+		if c.Layout.Version != cgroups.V2 || c.MiscRoot != h.root {
+			t.Errorf("guest layout %s, misc root %q; want v2 with misc at %s", c.Layout.Version, c.MiscRoot, h.root)
+		}
+		if c.Node.Supported || !strings.Contains(c.Node.Reason, "misc.capacity lists no "+epc.Resource) {
+			t.Errorf("guest: supported %v, reason %q; want unsupported because misc.capacity lists no %s", c.Node.Supported, c.Node.Reason, epc.Resource)
+		}
+	}
 }
 
-// TestProbeInQEMUGuest runs in the QEMU guest (make qemu: Linux 6.1, cgroup v2 with the misc
-// controller) and probes its real /sys/fs/cgroup: Probe must find the v2 misc root, read
-// the real misc.capacity and report that it lists no sgx_epc (6.1 lists only SEV types).
-func TestProbeInQEMUGuest(t *testing.T) {
-	if os.Getenv("PODFENCE_IN_QEMU") != "1" {
-		t.Skip("runs in the QEMU guest (make qemu): needs a kernel with the cgroup v2 misc controller")
-	}
-	const root = "/sys/fs/cgroup"
-	raw, err := os.ReadFile(filepath.Join(root, "misc.capacity"))
+// kernelHasMisc reports whether /proc/cgroups lists the misc controller.
+func kernelHasMisc(t *testing.T) bool {
+	f, err := os.Open("/proc/cgroups")
 	if err != nil {
-		t.Fatalf("the guest kernel has no misc.capacity: %v", err)
+		return false
 	}
-	t.Logf("guest misc.capacity: %q", raw)
-	c := enforce.Probe(cgroups.OS{}, root)
-	t.Logf("guest probe: cgroup %s, misc %q, supported %v, reason %q", c.Layout.Version, c.MiscRoot, c.Node.Supported, c.Node.Reason)
-	if c.Layout.Version != cgroups.V2 || !c.Node.Unified || c.MiscRoot != root {
-		t.Errorf("layout %s unified=%v misc root %q, want v2, unified, %s", c.Layout.Version, c.Node.Unified, c.MiscRoot, root)
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if fields := strings.Fields(s.Text()); len(fields) > 0 && fields[0] == "misc" {
+			return true
+		}
 	}
-	if c.Node.Supported || !strings.Contains(c.Node.Reason, "misc.capacity lists no sgx_epc") {
-		t.Errorf("supported %v, reason %q; want unsupported because misc.capacity lists no sgx_epc", c.Node.Supported, c.Node.Reason)
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
 	}
+	return false
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/podfence/podfence/cgroups"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // helperEnv makes the test binary a stand-in: "shim" starts the hypervisor and waits for
@@ -106,8 +107,9 @@ func standIns(t *testing.T) (hyp, shim int, hotplug func()) {
 		_ = cmd.Process.Kill() // first: the shim would report its child's death
 		_ = cmd.Wait()
 		_ = syscall.Kill(hyp, syscall.SIGKILL)
-		for i := 0; i < 500 && alive(hyp); i++ { // the orphan is reaped by init
-			time.Sleep(10 * time.Millisecond)
+		// The orphan is reaped by init; its cgroup can go only once it has.
+		if !testwait.Until(testwait.Timeout, func() bool { return !alive(hyp) }) {
+			t.Errorf("clean-up: the stand-in hypervisor %d still runs after SIGKILL", hyp)
 		}
 	})
 	hotplug = func() {

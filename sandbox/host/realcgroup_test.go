@@ -10,9 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/podfence/podfence/cgroups"
+	"github.com/podfence/podfence/internal/testwait"
 	"github.com/podfence/podfence/sandbox"
 	"github.com/podfence/podfence/sandbox/host"
 	"github.com/podfence/podfence/topology"
@@ -135,11 +135,11 @@ func evacuateAndRemove(t *testing.T, dir string) {
 		for _, pid := range strings.Fields(string(b)) {
 			_ = cgroups.Write(root, "cgroup.procs", pid)
 		}
-		err := cgroups.Rmdir(d)
-		for i := 0; i < 50 && errors.Is(err, syscall.EBUSY); i++ { // a killed task still exiting
-			time.Sleep(20 * time.Millisecond)
+		var err error
+		testwait.Until(testwait.Timeout, func() bool { // EBUSY: a killed task still exiting
 			err = cgroups.Rmdir(d)
-		}
+			return !errors.Is(err, syscall.EBUSY)
+		})
 		if err != nil && !cgroups.Gone(err) {
 			t.Errorf("clean-up: %v", err)
 		}
