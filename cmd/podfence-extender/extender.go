@@ -10,9 +10,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/podfence/podfence/coresched"
-	"github.com/podfence/podfence/extender"
-	"github.com/podfence/podfence/kubeapi/clientset"
+	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/extender"
+	"github.com/podfence/podfence/internal/kube/kubeapi/clientset"
 	"github.com/spf13/cobra"
 )
 

@@ -12,14 +12,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/podfence/podfence/agent"
-	"github.com/podfence/podfence/metrics"
-	"github.com/podfence/podfence/sandbox"
+	"github.com/podfence/podfence/internal/nodeagent"
+	"github.com/podfence/podfence/internal/observe/metrics"
+	"github.com/podfence/podfence/internal/sandbox"
 	"github.com/spf13/cobra"
 )
 
 type agentFlags struct {
-	cfg       agent.Config
+	cfg       nodeagent.Config
 	labels    []string
 	logLevel  string
 	coreSched bool // --coresched; false sets cfg.CoreSched.Disabled
@@ -61,8 +61,8 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.StringVar(&f.cfg.ResourceDomain, "resource-domain", "podfence.io",
 		"domain of the advertised pool resources: podfence.io, or nokia.k8s.io for CPU-Pooler workloads")
 	f.cfg.PoolsReloadInterval = 10 * time.Second
-	fl.Var((*agent.ReloadInterval)(&f.cfg.PoolsReloadInterval), "pools-reload-interval", "re-read the pool config this often; a change is taken when no running container would move (0: never; negative is refused)")
-	fl.StringVar(&f.cfg.NodeName, "node-name", "", "this node's name (default $NODE_NAME); also the label "+agent.HostnameLabel+" unless given")
+	fl.Var((*nodeagent.ReloadInterval)(&f.cfg.PoolsReloadInterval), "pools-reload-interval", "re-read the pool config this often; a change is taken when no running container would move (0: never; negative is refused)")
+	fl.StringVar(&f.cfg.NodeName, "node-name", "", "this node's name (default $NODE_NAME); also the label "+nodeagent.HostnameLabel+" unless given")
 	fl.StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against the pool configs' nodeSelector (repeatable)")
 	fl.StringVar(&f.cfg.CheckpointDir, "checkpoint-dir", "/var/lib/podfence/checkpoint", "directory of allocation records")
 	fl.StringVar(&f.cfg.Sysfs, "sysfs", "/sys", "root of the sysfs tree to read the CPU topology from")
@@ -108,5 +108,5 @@ func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 		"pools", f.cfg.Pools, "node", f.cfg.NodeName, "checkpoint", f.cfg.CheckpointDir, "sysfs", f.cfg.Sysfs,
 		"startBinary", f.cfg.StartBinary, "cgroupRoot", f.cfg.CgroupRoot, "epcPolicy", f.cfg.EPCPolicy,
 		"metrics", f.cfg.MetricsAddress, "vmRuntimes", strings.Join(f.cfg.VMRuntimes, ","))
-	return agent.Run(ctx, f.cfg, log)
+	return nodeagent.Run(ctx, f.cfg, log)
 }

@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/podfence/podfence/coresched"
-	"github.com/podfence/podfence/coresched/kernel"
+	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )

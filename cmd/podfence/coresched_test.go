@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podfence/podfence/coresched"
+	"github.com/podfence/podfence/internal/coresched"
 	"github.com/spf13/pflag"
 )
 

@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/podfence/podfence/checkpoint"
 	"github.com/podfence/podfence/example"
-	"github.com/podfence/podfence/manifest"
-	"github.com/podfence/podfence/plan"
-	"github.com/podfence/podfence/pools"
-	"github.com/podfence/podfence/topology"
+	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/internal/cpu/pools"
+	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/internal/manifest"
+	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 )

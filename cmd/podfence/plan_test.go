@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/checkpoint"
-	"github.com/podfence/podfence/state"
+	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"k8s.io/utils/cpuset"
 )
 
@@ -92,7 +92,7 @@ func TestPlanFromCheckpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := store.Put(state.Allocation{PodUID: "old", Container: "x", Pool: tc.pool, Type: state.TypeExclusive, CPUs: cpuset.New(2)}); err != nil {
+			if err := store.Put(allocation.Allocation{PodUID: "old", Container: "x", Pool: tc.pool, Type: allocation.TypeExclusive, CPUs: cpuset.New(2)}); err != nil {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/podfence/podfence/pinning"
+	"github.com/podfence/podfence/internal/pinning"
 	"github.com/spf13/cobra"
 )
 

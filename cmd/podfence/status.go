@@ -12,12 +12,12 @@ import (
 	"os"
 	"time"
 
-	"github.com/podfence/podfence/agent"
-	"github.com/podfence/podfence/checkpoint"
-	"github.com/podfence/podfence/coresched/kernel"
-	"github.com/podfence/podfence/metrics"
-	"github.com/podfence/podfence/status"
-	"github.com/podfence/podfence/status/probe"
+	"github.com/podfence/podfence/internal/coresched/kernel"
+	"github.com/podfence/podfence/internal/nodeagent"
+	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
+	"github.com/podfence/podfence/internal/observe/metrics"
+	"github.com/podfence/podfence/internal/observe/status"
+	"github.com/podfence/podfence/internal/observe/status/probe"
 	"github.com/spf13/cobra"
 )
 
@@ -133,7 +133,7 @@ func fromCheckpoint(f statusFlags) (status.Report, error) {
 	if f.nodeName == "" {
 		f.nodeName, _ = os.Hostname()
 	}
-	node, err := agent.LoadNode(agent.Config{Pools: f.pools, Sysfs: f.sysfs, NodeName: f.nodeName, NodeLabels: labels},
+	node, err := nodeagent.LoadNode(nodeagent.Config{Pools: f.pools, Sysfs: f.sysfs, NodeName: f.nodeName, NodeLabels: labels},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		return status.Report{}, err

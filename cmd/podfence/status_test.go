@@ -17,12 +17,12 @@ import (
 
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
-	"github.com/podfence/podfence/agent"
-	"github.com/podfence/podfence/cgroups/cgroupstest"
+	"github.com/podfence/podfence/internal/nodeagent"
+	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"
+	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
+	"github.com/podfence/podfence/internal/observe/status"
 	"github.com/podfence/podfence/internal/testwait"
-	"github.com/podfence/podfence/nri"
-	"github.com/podfence/podfence/nri/nritest"
-	"github.com/podfence/podfence/status"
 )
 
 // statusPools split a 1-socket, 8-core SMT2 node (core c has threads 2c and 2c+1).
@@ -41,12 +41,12 @@ func TestStatusAgainstAgent(t *testing.T) {
 	dir := nritest.ShortDir(t) // short: the socket path is limited
 	write(t, filepath.Join(dir, "poolconfig-a.yaml"), statusPools)
 	logs := &syncBuffer{}
-	cfg := agent.Config{
-		Connection:     nri.Connection{Socket: filepath.Join(dir, "nri.sock"), PluginName: "podfence", PluginIndex: "10"},
+	cfg := nodeagent.Config{
+		Connection:     nriplugin.Connection{Socket: filepath.Join(dir, "nri.sock"), PluginName: "podfence", PluginIndex: "10"},
 		Pools:          filepath.Join(dir, "poolconfig-a.yaml"),
 		NodeName:       "node-a",
 		CheckpointDir:  filepath.Join(dir, "checkpoint"),
-		Sysfs:          "../../topology/testdata/sysfs/single-socket-smt-adjacent",
+		Sysfs:          "../../internal/cpu/topology/testdata/sysfs/single-socket-smt-adjacent",
 		CgroupRoot:     cgroupstest.Tree(t, "v2"),
 		MetricsAddress: "127.0.0.1:0",
 	}
@@ -69,7 +69,7 @@ func TestStatusAgainstAgent(t *testing.T) {
 	defer rt.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- agent.Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+	go func() { done <- nodeagent.Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
 	var once sync.Once
 	var runErr error
 	stop := func() error { once.Do(func() { cancel(); runErr = <-done }); return runErr }
@@ -85,10 +85,10 @@ func TestStatusAgainstAgent(t *testing.T) {
 	testwait.Eventually(t, "/readyz 200", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
 	rt.BlockPluginSync().Unblock()
 
-	create(t, rt, "telco", "router", map[string]string{nri.AnnotationCPUPools: `{"fwd": {"exclusive_dp": 4}, "stats": {"shared_s": 250}}`,
+	create(t, rt, "telco", "router", map[string]string{nriplugin.AnnotationCPUPools: `{"fwd": {"exclusive_dp": 4}, "stats": {"shared_s": 250}}`,
 		"epc-limit.nri.io/container.fwd": "1Mi"}, "fwd", "stats")
-	create(t, rt, "telco", "packet-gen", map[string]string{nri.AnnotationCPUPools: `{"gen": {"exclusive_dp": 3}}`}, "gen")
-	create(t, rt, "telco", "rt-loop", map[string]string{nri.AnnotationCPUPools: `{"loop": {"exclusive_rt": 2}}`}, "loop")
+	create(t, rt, "telco", "packet-gen", map[string]string{nriplugin.AnnotationCPUPools: `{"gen": {"exclusive_dp": 3}}`}, "gen")
+	create(t, rt, "telco", "rt-loop", map[string]string{nriplugin.AnnotationCPUPools: `{"loop": {"exclusive_rt": 2}}`}, "loop")
 	create(t, rt, "shop", "web", nil, "nginx")
 
 	code, body := get(t, base+"/state")

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/podfence/podfence/webhook"
+	"github.com/podfence/podfence/internal/admission"
 	"github.com/spf13/cobra"
 )
 
@@ -29,10 +29,10 @@ func newWebhookCmd() *cobra.Command {
 		Use:   "webhook",
 		Short: "Run the admission webhook: pod pool requests, EPC limits and core-scheduling groups",
 		Long: `webhook serves Kubernetes admission reviews (admission.k8s.io/v1) for pod CREATE over HTTPS:
-POST ` + webhook.PathMutate + ` writes the agent's podfence.io/cpu-pools annotation from the pool resources,
+POST ` + admission.PathMutate + ` writes the agent's podfence.io/cpu-pools annotation from the pool resources,
 epc-limit.nri.io/container.<name> from sgx.intel.com/epc limits, and core-scheduling labels
-from --coresched-profiles; POST ` + webhook.PathValidate + ` refuses pods whose pool or EPC resources,
-process pinning annotation or core-scheduling labels are invalid. GET ` + webhook.PathHealthz + ` answers ok.
+from --coresched-profiles; POST ` + admission.PathValidate + ` refuses pods whose pool or EPC resources,
+process pinning annotation or core-scheduling labels are invalid. GET ` + admission.PathHealthz + ` answers ok.
 
 The certificate, the pool configs and the profiles are read again when they change.
 Every flag can also be set by an environment variable PODFENCE_<FLAG> (e.g. PODFENCE_TLS_CERT).`,
@@ -84,10 +84,10 @@ func runWebhook(ctx context.Context, f webhookFlags, logOut io.Writer) error {
 	}
 	log.Info("starting", "version", version, "listen", f.listen, "cert", f.certFile, "pools", f.pools,
 		"profiles", f.profiles, "reloadInterval", f.reload)
-	return webhook.Serve(ctx, ln, webhook.Options{
+	return admission.Serve(ctx, ln, admission.Options{
 		CertFile:       f.certFile,
 		KeyFile:        f.keyFile,
-		LoadConfig:     func() (*webhook.Config, error) { return webhook.Load(f.pools, f.profiles) },
+		LoadConfig:     func() (*admission.Config, error) { return admission.Load(f.pools, f.profiles) },
 		ReloadInterval: f.reload,
 	}, log)
 }

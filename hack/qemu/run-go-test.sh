@@ -4,7 +4,7 @@
 # The test binary is PID 1's only child; the guest sets PODFENCE_IN_QEMU=1.
 #
 # Usage: hack/qemu/run-go-test.sh <go package> [test regexp]
-#   e.g. hack/qemu/run-go-test.sh ./coresched/kernel '^TestQEMU'
+#   e.g. hack/qemu/run-go-test.sh ./internal/coresched/kernel '^TestQEMU'
 # Env:   PODFENCE_QEMU_TIMEOUT       seconds before QEMU is killed (default 180)
 #        PODFENCE_QEMU_TEST_TIMEOUT  go test -test.timeout inside the guest (default 150s)
 #        PODFENCE_QEMU_KEEP=1        keep the work directory (initramfs, console log)

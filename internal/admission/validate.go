@@ -1,0 +1,50 @@
+package admission
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// fromMutation ends the messages about annotations the mutating webhook writes.
+const fromMutation = "podfence's mutating webhook writes it from the resources: is it installed, and did it run?"
+
+// Validate refuses a pod that breaks a rule of the package doc, after every mutation. It
+// returns every problem found, joined, each naming the container, resource, annotation or
+// label, its value and the rule.
+func Validate(pod *corev1.Pod, cfg *Config) error {
+	reqs, err := poolRequests(pod, cfg)
+	errs := []error{err}
+	if err == nil {
+		errs = append(errs, checkCPUPools(pod.Annotations, reqs))
+		errs = append(errs, checkPinning(pod.Annotations, reqs)...)
+	}
+	epcWant, err := epcLimits(pod)
+	errs = append(errs, err)
+	if err == nil {
+		errs = append(errs, checkEPC(pod, epcWant)...)
+	}
+	_, err = coresched.GroupFor(coresched.ByNamespace, coresched.Pod{UID: string(pod.UID), Namespace: pod.Namespace, Labels: pod.Labels})
+	errs = append(errs, err)
+	return errors.Join(errs...)
+}
+
+// checkCPUPools checks that the cpu-pools annotation is the one Mutate writes. It compares
+// text, not parsed quantities: parsing a quantity can take unbounded time, and Mutate
+// replaces any other spelling.
+func checkCPUPools(annotations map[string]string, reqs map[string]poolRequest) error {
+	want, needed := cpuPoolsValue(reqs)
+	got, has := annotations[nriplugin.AnnotationCPUPools]
+	switch {
+	case !needed && has:
+		return fmt.Errorf("annotation %s=%q is set, but no container asks for a pool resource: %s", nriplugin.AnnotationCPUPools, got, fromMutation)
+	case needed && !has:
+		return fmt.Errorf("annotation %s is missing; the pool resources call for %s: %s", nriplugin.AnnotationCPUPools, want, fromMutation)
+	case got != want:
+		return fmt.Errorf("annotation %s=%q differs from the pool resources, which call for %s: %s", nriplugin.AnnotationCPUPools, got, want, fromMutation)
+	}
+	return nil
+}

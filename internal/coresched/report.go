@@ -1,0 +1,71 @@
+package coresched
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/internal/observe/status"
+)
+
+var (
+	_ nriplugin.StateReporter    = (*Manager)(nil)
+	_ nriplugin.DegradedReporter = (*Manager)(nil)
+)
+
+// Report is the manager's section of the node report (status.SectionCoreSched): the
+// node's support and each container's group and state. Pod sandboxes are left out.
+type Report struct {
+	Supported    bool                        `json:"supported"`
+	Reason       string                      `json:"reason,omitempty"` // why no cookies can be made
+	Policy       Policy                      `json:"policy"`
+	DefaultGroup DefaultGroup                `json:"defaultGroup"`
+	Watching     bool                        `json:"watching"` // the process-event watcher is subscribed
+	Groups       int                         `json:"groups"`   // groups with a cookie
+	Containers   []status.CoreSchedContainer `json:"containers,omitempty"`
+}
+
+// State reports the manager for /state and `podfence status`.
+func (m *Manager) State() any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := Report{Supported: m.unusable == nil, Policy: m.cfg.Policy, DefaultGroup: m.cfg.DefaultGroup,
+		Watching: m.watching, Groups: len(m.book.groups)}
+	if m.unusable != nil {
+		s.Reason = m.unusable.Error()
+	}
+	for _, mem := range m.book.list() {
+		if mem.Name == "" {
+			continue
+		}
+		ns, pod, _ := strings.Cut(mem.Pod, "/")
+		s.Containers = append(s.Containers, status.CoreSchedContainer{Namespace: ns, Pod: pod, Container: mem.Name,
+			Group: mem.Group.String(), State: string(mem.State)})
+	}
+	return s
+}
+
+// Degraded lists the containers that run without the cookie they should carry: an explicit
+// group on a node that cannot make cookies (best-effort), or a kernel call that failed.
+func (m *Manager) Degraded() []nriplugin.Degraded {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []nriplugin.Degraded
+	for _, mem := range m.book.list() {
+		var why string
+		switch {
+		case mem.Name == "":
+			continue
+		case mem.State == StateFailed:
+			why = "a kernel call failed when it started (see the agent's log); the reconcile does not retry it"
+		case mem.Group.Explicit() && (mem.State == StateUnsupported || mem.State == StateGuard):
+			why = fmt.Sprintf("the node cannot make cookies: %v; policy %s runs the container without one", m.unusable, m.cfg.Policy)
+		default:
+			continue
+		}
+		ns, pod, _ := strings.Cut(mem.Pod, "/")
+		out = append(out, nriplugin.Degraded{Namespace: ns, Pod: pod, Container: mem.Name, Reason: "CoreSchedulingNotEnforced",
+			Message: fmt.Sprintf("core-scheduling group %s is not enforced: %s", mem.Group, why)})
+	}
+	return out
+}

@@ -1,0 +1,37 @@
+package allocation
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/cpuset"
+)
+
+func TestAllocationJSON(t *testing.T) {
+	a := Allocation{PodUID: "u", Namespace: "n", Pod: "p", Container: "c", Pool: "exclusive_a", Type: TypeExclusive,
+		CPUs: cpuset.New(2, 3, 50), Idled: cpuset.New(51), SharedPool: "shared_s", MilliCPU: 200}
+	b, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"podUID":"u","namespace":"n","pod":"p","container":"c","pool":"exclusive_a","type":"exclusive","cpus":"2-3,50","idled":"51","sharedPool":"shared_s","milliCPU":200}`
+	if string(b) != want {
+		t.Fatalf("json = %s\nwant   %s", b, want)
+	}
+	var back Allocation
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !back.CPUs.Equals(a.CPUs) || !back.Idled.Equals(a.Idled) || back.Key() != a.Key() || back.MilliCPU != 200 || back.SharedPool != "shared_s" {
+		t.Errorf("round trip = %+v, want %+v", back, a)
+	}
+	if got := back.Held().String(); got != "2-3,50-51" {
+		t.Errorf("Held = %s, want 2-3,50-51", got)
+	}
+	for _, bad := range []string{`{"cpus":"0-99999"}`, `{"idled":"x"}`} {
+		if err := json.Unmarshal([]byte(bad), &back); err == nil || !strings.Contains(err.Error(), "field") {
+			t.Errorf("Unmarshal(%s) err = %v, want an error naming the field", bad, err)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package plan
+
+import (
+	"encoding/json"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
+	"k8s.io/utils/cpuset"
+)
+
+// EnvVar is one environment variable for the container.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Decision is what the runtime must set up for one container before it starts.
+type Decision struct {
+	// Allocation is what the container holds (recorded in State and the checkpoint).
+	Allocation allocation.Allocation
+	// CPUs is cpuset.cpus; Mems is cpuset.mems (the NUMA nodes of CPUs).
+	CPUs cpuset.CPUSet
+	Mems cpuset.CPUSet
+	// Shared is the shared pool's CPUs when the container has a share of it.
+	Shared cpuset.CPUSet
+	// Quota and Period are the CFS bandwidth in microseconds; Quota 0 means no limit.
+	Quota  int64
+	Period int64
+	// QuotaRaised is true when the share's quota was below MinCFSQuota and was raised to it.
+	QuotaRaised bool
+	Env         []EnvVar
+	// Existing is true when the container already held this allocation (nothing moved).
+	Existing bool
+}
+
+// Decide turns an allocation into the runtime settings.
+func (n *Node) Decide(a allocation.Allocation) Decision { return n.decide(a) }
+
+func (n *Node) decide(a allocation.Allocation) Decision {
+	d := Decision{Allocation: a}
+	switch a.Type {
+	case allocation.TypeDefault:
+		d.CPUs = n.Pools.Default.CPUs
+	case allocation.TypeExclusive: // without CPUs gone offline since
+		d.CPUs = n.online(a.CPUs)
+		d.Env = append(d.Env, EnvVar{Name: EnvExclusiveCPUs, Value: commaList(d.CPUs)})
+	}
+	if a.MilliCPU > 0 {
+		p, _ := n.Pools.Pool(a.SharedPool)
+		excl := int64(d.CPUs.Size())
+		d.Shared = p.CPUs
+		d.CPUs = d.CPUs.Union(p.CPUs)
+		d.Period = n.Policy.CFSPeriod
+		d.Quota = (excl*1000 + a.MilliCPU) * d.Period / 1000
+		if d.Quota < MinCFSQuota {
+			d.Quota, d.QuotaRaised = MinCFSQuota, true
+		}
+		d.Env = append(d.Env, EnvVar{Name: EnvSharedCPUs, Value: commaList(p.CPUs)})
+	}
+	d.Mems = n.memsOf(d.CPUs)
+	return d
+}
+
+// online returns the CPUs of cpus that are online.
+func (n *Node) online(cpus cpuset.CPUSet) cpuset.CPUSet {
+	if len(n.Pools.Offline) == 0 {
+		return cpus
+	}
+	return cpus.Intersection(n.Topology.Online())
+}
+
+// memsOf returns the NUMA nodes of cpus.
+func (n *Node) memsOf(cpus cpuset.CPUSet) cpuset.CPUSet {
+	var nodes []int
+	for _, id := range cpus.UnsortedList() {
+		if c, ok := n.Topology.CPUs[id]; ok {
+			nodes = append(nodes, c.NUMA)
+		}
+	}
+	return cpuset.New(nodes...)
+}
+
+// Env returns the value of an environment variable of the decision ("" if unset).
+func (d Decision) EnvValue(name string) string {
+	for _, e := range d.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+type decisionJSON struct {
+	Allocation allocation.Allocation `json:"allocation"`
+	CPUs       string                `json:"cpus"`
+	Mems       string                `json:"mems"`
+	Shared     string                `json:"sharedCPUs,omitempty"`
+	Quota      int64                 `json:"cfsQuota,omitempty"`
+	Period     int64                 `json:"cfsPeriod,omitempty"`
+	Raised     bool                  `json:"cfsQuotaRaisedToMin,omitempty"`
+	Env        []EnvVar              `json:"env,omitempty"`
+	Existing   bool                  `json:"existing,omitempty"`
+}
+
+// MarshalJSON writes CPU sets in their Linux list form.
+func (d Decision) MarshalJSON() ([]byte, error) {
+	return json.Marshal(decisionJSON{Allocation: d.Allocation, CPUs: d.CPUs.String(), Mems: d.Mems.String(),
+		Shared: d.Shared.String(), Quota: d.Quota, Period: d.Period, Raised: d.QuotaRaised, Env: d.Env, Existing: d.Existing})
+}

@@ -1,0 +1,153 @@
+package plan
+
+import (
+	"errors"
+	"sort"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/cpuset"
+)
+
+// Placed is one planned container of a pod.
+type Placed struct {
+	Pod       string   `json:"pod"` // namespace/name
+	Container string   `json:"container"`
+	Init      bool     `json:"init,omitempty"`
+	Decision  Decision `json:"decision"`
+}
+
+// PoolUsage is how much of one pool the plan uses.
+type PoolUsage struct {
+	Pool       string `json:"pool"`
+	Type       string `json:"type"`
+	CPUs       string `json:"cpus"`
+	Size       int    `json:"size"`               // CPUs in the pool
+	Held       int    `json:"held,omitempty"`     // exclusive: CPUs held (given + idled)
+	Idled      int    `json:"idled,omitempty"`    // exclusive: siblings idled by singleThreaded
+	MilliCPU   int64  `json:"milliCPU,omitempty"` // shared: millicpu granted
+	Capacity   int64  `json:"capacity,omitempty"` // shared: millicpu in the pool
+	Containers int    `json:"containers"`         // containers running on the pool
+}
+
+// Report is the outcome of planning a list of pods on a node.
+type Report struct {
+	Placed   []Placed    `json:"containers"`
+	Refusals []Refusal   `json:"refusals,omitempty"`
+	Usage    []PoolUsage `json:"pools"`
+	Warnings []string    `json:"warnings,omitempty"`
+}
+
+// PlanPods plans pods in order, as a node admitting them one after another would. Init
+// containers are planned first and released when done, as they exit before the app
+// containers start. A pod with any refused container is refused whole: what its other
+// containers took is released, so later pods see the node as if it never came.
+func (n *Node) PlanPods(s *State, pods []*corev1.Pod) Report {
+	var rep Report
+	rep.Warnings = append(rep.Warnings, n.Pools.Warnings...)
+	for _, pod := range pods {
+		placed, refusal := n.planPod(s, pod)
+		if refusal != nil {
+			rep.Refusals = append(rep.Refusals, *refusal)
+			continue
+		}
+		rep.Placed = append(rep.Placed, placed...)
+	}
+	rep.Usage = n.Usage(s, rep.Placed)
+	return rep
+}
+
+func (n *Node) planPod(s *State, pod *corev1.Pod) ([]Placed, *Refusal) {
+	ns := pod.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	uid := string(pod.UID)
+	if uid == "" {
+		uid = ns + "/" + pod.Name
+	}
+	name := ns + "/" + pod.Name
+	reqs, err := ContainerRequests(pod)
+	if err != nil {
+		return nil, &Refusal{Pod: name, Code: CodeInvalidRequest, Reason: err.Error()}
+	}
+	var placed []Placed
+	var taken []allocation.Key
+	place := func(c corev1.Container, init bool) *Refusal {
+		d, err := n.Allocate(s, Container{PodUID: uid, Namespace: ns, Pod: pod.Name, Name: c.Name, Request: reqs[c.Name]})
+		if err != nil {
+			var r *Refusal
+			if !errors.As(err, &r) {
+				r = &Refusal{Pod: name, Container: c.Name, Code: CodeInvalidRequest, Reason: err.Error()}
+			}
+			return r
+		}
+		placed = append(placed, Placed{Pod: name, Container: c.Name, Init: init, Decision: d})
+		taken = append(taken, d.Allocation.Key())
+		return nil
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if r := place(c, true); r != nil {
+			return nil, r
+		}
+		s.Release(taken[len(taken)-1])
+		taken = taken[:len(taken)-1]
+	}
+	for _, c := range pod.Spec.Containers {
+		if r := place(c, false); r != nil {
+			for _, k := range taken {
+				s.Release(k)
+			}
+			return nil, r
+		}
+	}
+	return placed, nil
+}
+
+// Usage summarises each pool: CPUs held, millicpu granted, containers placed.
+func (n *Node) Usage(s *State, placed []Placed) []PoolUsage {
+	count := map[string]int{}
+	for _, p := range placed {
+		if p.Init {
+			continue
+		}
+		a := p.Decision.Allocation
+		count[a.Pool]++
+		if a.SharedPool != "" && a.SharedPool != a.Pool {
+			count[a.SharedPool]++
+		}
+	}
+	var out []PoolUsage
+	for _, p := range n.Pools.Pools {
+		if p.Type == allocation.TypeDefault {
+			p = n.Pools.Default
+		}
+		u := PoolUsage{Pool: p.Name, Type: p.Type, CPUs: p.CPUs.String(), Size: p.CPUs.Size(), Containers: count[p.Name]}
+		switch p.Type {
+		case allocation.TypeExclusive:
+			held := cpuset.New()
+			for _, a := range s.Allocations() {
+				if a.Pool == p.Name {
+					held = held.Union(a.Held())
+					u.Idled += a.Idled.Size()
+				}
+			}
+			u.Held = held.Size()
+		case allocation.TypeShared:
+			u.MilliCPU, u.Capacity = s.SharedUsed(), int64(p.CPUs.Size())*1000
+		}
+		out = append(out, u)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return typeRank(out[i].Type) < typeRank(out[j].Type) })
+	return out
+}
+
+func typeRank(t string) int {
+	switch t {
+	case allocation.TypeExclusive:
+		return 0
+	case allocation.TypeShared:
+		return 1
+	}
+	return 2
+}

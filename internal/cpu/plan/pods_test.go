@@ -1,0 +1,114 @@
+package plan
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/podfence/podfence/internal/manifest"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func pods(t testing.TB, yaml string) []*corev1.Pod {
+	t.Helper()
+	ps, err := manifest.ReadPods(strings.NewReader(yaml), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+func TestContainerRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name, resources, want, err string
+	}{
+		{name: "limits only", resources: `{limits: {podfence.io/exclusive_m: "2"}}`, want: "exclusive_m=2"},
+		{name: "requests only", resources: `{requests: {podfence.io/shared_s: "300"}}`, want: "shared_s=300"},
+		{name: "CPU-Pooler domain", resources: `{limits: {nokia.k8s.io/exclusive_m: "1"}}`, want: "exclusive_m=1"},
+		{name: "other resources ignored", resources: `{limits: {cpu: "2", memory: 1Gi, example.com/gpu: "1"}}`, want: ""},
+		{name: "requests differ from limits", resources: `{limits: {podfence.io/exclusive_m: "2"}, requests: {podfence.io/exclusive_m: "1"}}`,
+			err: `container "c": resource podfence.io/exclusive_m: requests 1 differ from limits 2: extended resources need requests equal to limits`},
+		{name: "one pool under two domains", resources: `{limits: {podfence.io/exclusive_m: "2", nokia.k8s.io/exclusive_m: "1"}}`,
+			err: `pool "exclusive_m" is requested twice under different domains`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pods(t, fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: %s\n", tc.resources))
+			got, err := ContainerRequests(p[0])
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got["c"].String() != tc.want {
+				t.Errorf("request = %q, want %q", got["c"].String(), tc.want)
+			}
+		})
+	}
+}
+
+const podList = `
+apiVersion: v1
+kind: Pod
+metadata: {name: first, namespace: a}
+spec:
+  initContainers:
+  - {name: init, resources: {limits: {podfence.io/exclusive_m: "8"}}}
+  containers:
+  - {name: main, resources: {limits: {podfence.io/exclusive_m: "4"}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: greedy, namespace: a}
+spec:
+  containers:
+  - {name: ok, resources: {limits: {podfence.io/exclusive_m: "2", podfence.io/shared_s: "100"}}}
+  - {name: toobig, resources: {limits: {podfence.io/exclusive_m: "4"}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: last, namespace: a}
+spec:
+  containers:
+  - {name: fits, resources: {limits: {podfence.io/exclusive_m: "4"}}}
+`
+
+// TestPlanPods: the init container may take the whole pool because it is released before the
+// app containers; a pod with a refused container is refused whole and its other container's
+// CPUs go back, so the last pod still fits.
+func TestPlanPods(t *testing.T) {
+	n := testNode(t)
+	s := NewState(n)
+	rep := n.PlanPods(s, pods(t, podList))
+	var got []string
+	for _, p := range rep.Placed {
+		got = append(got, fmt.Sprintf("%s/%s=%s", p.Pod, p.Container, p.Decision.CPUs))
+	}
+	want := []string{"a/first/init=2-5,10-13", "a/first/main=2-3,10-11", "a/last/fits=4-5,12-13"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("placed %v, want %v", got, want)
+	}
+	if len(rep.Refusals) != 1 || rep.Refusals[0].Pod != "a/greedy" || rep.Refusals[0].Container != "toobig" || rep.Refusals[0].Code != CodeNotEnoughCPUs {
+		t.Errorf("refusals = %+v, want a/greedy toobig NotEnoughCPUs", rep.Refusals)
+	}
+	if s.Len() != 2 || s.SharedUsed() != 0 {
+		t.Errorf("state holds %d allocations and %dm shared, want 2 and 0 (greedy rolled back)", s.Len(), s.SharedUsed())
+	}
+	var buf bytes.Buffer
+	if err := n.WriteText(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"a/first  init (init)  exclusive_m  2-5,10-13",
+		"exclusive_m   exclusive  2-5,10-13  8/8 CPUs held (100%), 2 containers",
+		`pod a/greedy container "toobig" (NotEnoughCPUs): exclusive pool "exclusive_m": not enough free CPUs: requested=4, free=2`,
+	} {
+		if !strings.Contains(buf.String(), line) {
+			t.Errorf("text report lacks %q:\n%s", line, buf.String())
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/podfence/podfence/internal/cpu/pools"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Request is what one container asks of the pools: pool name → amount. Exclusive pools count
+// whole CPUs; the shared pool counts millicpu as a whole number (500 = half a CPU), as
+// CPU-Pooler's one-device-per-millicpu resource does. An empty Request means the default pool.
+type Request map[string]resource.Quantity
+
+// Pools returns the requested pool names, sorted.
+func (r Request) Pools() []string {
+	names := make([]string, 0, len(r))
+	for n := range r {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// String is "exclusive_a=2,shared_b=500".
+func (r Request) String() string {
+	s := ""
+	for i, n := range r.Pools() {
+		if i > 0 {
+			s += ","
+		}
+		q := r[n]
+		s += n + "=" + q.String()
+	}
+	return s
+}
+
+// ContainerRequests reads the pool requests of every container of a pod from its resources
+// (`<domain>/<pool>`, domain podfence.io or nokia.k8s.io). Init containers are included. A
+// resource set in both requests and limits must have the same value there.
+func ContainerRequests(pod *corev1.Pod) (map[string]Request, error) {
+	out := map[string]Request{}
+	all := append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for _, c := range all {
+		r, err := requestOf(c)
+		if err != nil {
+			return nil, fmt.Errorf("container %q: %w", c.Name, err)
+		}
+		out[c.Name] = r
+	}
+	return out, nil
+}
+
+func requestOf(c corev1.Container) (Request, error) {
+	r := Request{}
+	names := map[corev1.ResourceName]bool{}
+	for n := range c.Resources.Limits {
+		names[n] = true
+	}
+	for n := range c.Resources.Requests {
+		names[n] = true
+	}
+	for n := range names {
+		pool, ok := pools.ParseResourceName(string(n))
+		if !ok {
+			continue
+		}
+		lim, hasLim := c.Resources.Limits[n]
+		req, hasReq := c.Resources.Requests[n]
+		q := lim
+		switch {
+		case hasLim && hasReq && lim.Cmp(req) != 0:
+			return nil, fmt.Errorf("resource %s: requests %s differ from limits %s: extended resources need requests equal to limits", n, req.String(), lim.String())
+		case !hasLim:
+			q = req
+		}
+		if prev, dup := r[pool]; dup && prev.Cmp(q) != 0 {
+			return nil, fmt.Errorf("resource %s: pool %q is requested twice under different domains (%s and %s)", n, pool, prev.String(), q.String())
+		}
+		r[pool] = q
+	}
+	return r, nil
+}

@@ -1,0 +1,187 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/podfence/podfence/internal/cpu/allocate"
+	"github.com/podfence/podfence/internal/cpu/allocation"
+	"k8s.io/utils/cpuset"
+)
+
+// State is what the node has handed out: one allocation per container, the free CPUs of each
+// exclusive pool and the millicpu granted in the shared pool. Invariant: an exclusive pool's
+// free set is its CPUs minus every allocation's Held CPUs in it. Not safe for concurrent use.
+type State struct {
+	node   *Node
+	allocs map[allocation.Key]allocation.Allocation
+	free   map[string]allocate.Set
+	shared int64
+}
+
+// NewState returns an empty state for node.
+func NewState(node *Node) *State {
+	s := &State{node: node, allocs: map[allocation.Key]allocation.Allocation{}, free: map[string]allocate.Set{}}
+	for name, ix := range node.index {
+		s.free[name] = ix.Pool()
+	}
+	return s
+}
+
+// Restore adds recorded allocations (from a checkpoint or a runtime resync), checking each
+// against the node: its pools must exist with the recorded type, and its CPUs must be in its
+// pool and held by no other record.
+func (s *State) Restore(allocs []allocation.Allocation) error {
+	for _, a := range allocs {
+		if err := s.Add(a); err != nil {
+			return fmt.Errorf("restore allocation of %s: %w", a.Key(), err)
+		}
+	}
+	return nil
+}
+
+// Add records an allocation. It replaces nothing: the key must be new. Every field is
+// checked against the node and the other allocations (a record read back from disk may be
+// damaged): no CPU or millicpu is ever counted twice.
+func (s *State) Add(a allocation.Allocation) error {
+	k := a.Key()
+	if _, dup := s.allocs[k]; dup {
+		return fmt.Errorf("container %s already holds an allocation", k)
+	}
+	if err := s.node.checkFields(a); err != nil {
+		return err
+	}
+	if a.Type == allocation.TypeExclusive {
+		free, ok := s.free[a.Pool]
+		if !ok {
+			return fmt.Errorf("pool %q is not an exclusive pool of this node (exclusive pools: %v)", a.Pool, s.node.poolNames(allocation.TypeExclusive))
+		}
+		// CPUs gone offline since the allocation stay held (they are in no free set).
+		pool := s.node.index[a.Pool].Pool()
+		offline := allocate.SetOf(s.node.Pools.Offline[a.Pool])
+		held := allocate.SetOf(a.Held())
+		if !held.IsSubsetOf(pool.Union(offline)) {
+			return fmt.Errorf("CPUs %s are not all in pool %q (%s)", a.Held(), a.Pool, pool)
+		}
+		held = held.Intersection(pool)
+		if !held.IsSubsetOf(free) {
+			return fmt.Errorf("CPUs %s of pool %q are held by another container (%s)", held.Difference(free), a.Pool, s.holders(held.Difference(free)))
+		}
+		s.free[a.Pool] = free.Difference(held)
+	}
+	if a.MilliCPU > 0 {
+		p, ok := s.node.Pools.Shared()
+		if !ok || p.Name != a.SharedPool {
+			return fmt.Errorf("shared pool %q is not this node's shared pool", a.SharedPool)
+		}
+		// Against the configured capacity: shares granted before CPUs went offline are kept.
+		if capacity := int64(p.CPUs.Size()+s.node.Pools.Offline[p.Name].Size()) * 1000; a.MilliCPU > capacity-s.shared {
+			return fmt.Errorf("milliCPU %d: shared pool %q has %d of %d millicpu left", a.MilliCPU, p.Name, capacity-s.shared, capacity)
+		}
+		s.shared += a.MilliCPU
+	}
+	s.allocs[k] = a
+	return nil
+}
+
+// Release forgets the container's allocation and frees what it held. It reports whether the
+// container held one.
+func (s *State) Release(k allocation.Key) bool {
+	a, ok := s.allocs[k]
+	if !ok {
+		return false
+	}
+	delete(s.allocs, k)
+	if a.Type == allocation.TypeExclusive {
+		s.free[a.Pool] = s.free[a.Pool].Union(allocate.SetOf(a.Held()).Intersection(s.node.index[a.Pool].Pool()))
+	}
+	s.shared -= a.MilliCPU
+	return true
+}
+
+// Get returns the container's allocation.
+func (s *State) Get(k allocation.Key) (allocation.Allocation, bool) {
+	a, ok := s.allocs[k]
+	return a, ok
+}
+
+// Len is the number of allocations.
+func (s *State) Len() int { return len(s.allocs) }
+
+// Allocations returns every allocation, sorted by key.
+func (s *State) Allocations() []allocation.Allocation {
+	out := s.Unsorted()
+	SortAllocations(out)
+	return out
+}
+
+// Unsorted returns every allocation in no particular order: a copy for a caller that sorts
+// outside its lock.
+func (s *State) Unsorted() []allocation.Allocation {
+	out := make([]allocation.Allocation, 0, len(s.allocs))
+	for _, a := range s.allocs {
+		out = append(out, a)
+	}
+	return out
+}
+
+// SortAllocations sorts allocations by key.
+func SortAllocations(out []allocation.Allocation) {
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].PodUID != out[j].PodUID {
+			return out[i].PodUID < out[j].PodUID
+		}
+		return out[i].Container < out[j].Container
+	})
+}
+
+// Free returns the free CPUs of an exclusive pool.
+func (s *State) Free(pool string) cpuset.CPUSet { return s.free[pool].CPUSet() }
+
+// SharedUsed is the millicpu granted in the shared pool.
+func (s *State) SharedUsed() int64 { return s.shared }
+
+// holders names the containers holding any of cpus, for error messages.
+func (s *State) holders(cpus allocate.Set) string {
+	var names []string
+	for _, a := range s.Allocations() {
+		if allocate.SetOf(a.Held()).Intersection(cpus).Size() > 0 {
+			names = append(names, fmt.Sprintf("%s/%s", a.Pod, a.Container))
+		}
+	}
+	return fmt.Sprint(names)
+}
+
+// checkFields checks an allocation's fields against each other and the node's pools.
+func (n *Node) checkFields(a allocation.Allocation) error {
+	if a.MilliCPU < 0 {
+		return fmt.Errorf("milliCPU %d: want 0 or more", a.MilliCPU)
+	}
+	if a.MilliCPU == 0 && a.SharedPool != "" {
+		return fmt.Errorf("sharedPool %q with milliCPU 0: want a share above 0 or no shared pool", a.SharedPool)
+	}
+	switch a.Type {
+	case allocation.TypeExclusive:
+		if a.CPUs.IsEmpty() {
+			return fmt.Errorf("exclusive allocation in pool %q has no CPUs", a.Pool)
+		}
+		if extra := a.Idled.Difference(n.IdledSiblings(a.Pool, a.CPUs)); !extra.IsEmpty() {
+			return fmt.Errorf("idled CPUs %s are not siblings that pool %q keeps idle beside CPUs %s", extra, a.Pool, a.CPUs)
+		}
+		return nil
+	case allocation.TypeShared:
+		if a.MilliCPU == 0 || a.Pool != a.SharedPool {
+			return fmt.Errorf("shared allocation in pool %q: want milliCPU above 0 and sharedPool %q (got %d, %q)", a.Pool, a.Pool, a.MilliCPU, a.SharedPool)
+		}
+	case allocation.TypeDefault:
+		if a.Pool != n.Pools.Default.Name {
+			return fmt.Errorf("default-pool allocation names pool %q: want %q", a.Pool, n.Pools.Default.Name)
+		}
+	default:
+		return fmt.Errorf("type %q: want %s, %s or %s", a.Type, allocation.TypeExclusive, allocation.TypeShared, allocation.TypeDefault)
+	}
+	if !a.CPUs.IsEmpty() || !a.Idled.IsEmpty() {
+		return fmt.Errorf("%s allocation holds CPUs %s idled %s: only exclusive allocations hold CPUs", a.Type, a.CPUs, a.Idled)
+	}
+	return nil
+}

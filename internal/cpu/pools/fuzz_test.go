@@ -1,0 +1,78 @@
+package pools
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/podfence/podfence/internal/cpu/topology"
+)
+
+// FuzzParse checks that Parse never panics, that what it accepts is a valid config of at
+// most MaxConfigBytes whose CPU sets round-trip through their text form, that every error is a *ConfigError naming the
+// source, and that Resolve on a 64-CPU SMT2 node places every online CPU in exactly one pool.
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{"testdata/poolconfig-caas.yaml", "testdata/poolconfig-dpdk.yml", "testdata/other.yaml"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, s := range []string{
+		"", "pools: {}", "pools: {default: {cpus: 0}}\n---\n", "pools:\n  exclusive_a:\n",
+		`pools: {exclusive_a: {cpus: "0-3,99", hyperThreadingPolicy: singleThreaded}, shared_a: {cpus: 4-7}}`,
+		"pools: {shared_a: {cpus: 0-3,8}}", "pools: {~: {cpus: 1}, 1: {cpus: 2}}", "nodeSelector: {a: yes}",
+		"pools: {a: &x {cpus: 1}, b: *x}", "- 1", "pools: [1]", "pools: {default: {cpus: [1]}}",
+		`pools: {default: {cpus: "0-2000000"}}`, `pools: {default: {cpus: "0-8191` + strings.Repeat(",0-8191", 5000) + `"}}`,
+		sized(MaxConfigBytes), sized(MaxConfigBytes + 1),
+	} {
+		f.Add([]byte(s))
+	}
+	topo := newTopo(f, 32, 2, "60-63")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), "fuzz.yaml: ") {
+				t.Fatalf("error is not a *ConfigError naming the source: %v", err)
+			}
+			return
+		}
+		if len(data) > MaxConfigBytes {
+			t.Fatalf("accepted a %d-byte config, over the limit of %d", len(data), MaxConfigBytes)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("Parse accepted a config that Validate rejects: %v", err)
+		}
+		for i, p := range cfg.Pools {
+			if p.Name == "" || p.CPUs.IsEmpty() || p.Type != TypeOf(p.Name) {
+				t.Fatalf("bad pool %+v", p)
+			}
+			if i > 0 && cfg.Pools[i-1].Name >= p.Name {
+				t.Fatalf("pools not sorted: %q before %q", cfg.Pools[i-1].Name, p.Name)
+			}
+			back, err := topology.ParseCPUList(p.CPUs.String())
+			if err != nil || !back.Equals(p.CPUs) {
+				t.Fatalf("pool %q: CPUs %q do not round-trip: %v, %v", p.Name, p.CPUs, back, err)
+			}
+		}
+		node, err := Resolve(cfg, topo)
+		if err != nil {
+			return
+		}
+		seen := map[int]string{}
+		for _, p := range node.Pools {
+			for _, cpu := range p.CPUs.List() {
+				if other, dup := seen[cpu]; dup {
+					t.Fatalf("CPU %d in pools %q and %q", cpu, other, p.Name)
+				}
+				seen[cpu] = p.Name
+			}
+		}
+		if len(seen) != topo.NumCPUs() {
+			t.Fatalf("pools hold %d CPUs, the node has %d online", len(seen), topo.NumCPUs())
+		}
+	})
+}

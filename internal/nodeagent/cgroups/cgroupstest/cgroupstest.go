@@ -1,0 +1,124 @@
+// Package cgroupstest gives tests cgroup trees: the captured layouts under
+// cgroups/testdata/cgroup/{v1,v2} copied into a temporary directory, and a Kernel that
+// stands in for cgroupfs on such a copy (mkdir shows interface files, rmdir refuses a busy
+// cgroup, reads and writes can be made to fail).
+package cgroupstest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/podfence/podfence/internal/nodeagent/cgroups"
+)
+
+// Tree copies layout "v1" or "v2" into a new temporary directory and returns its root.
+// The v2 tree has misc in cgroup.controllers; the v1 tree has a misc hierarchy beside
+// cpuset, memory, pids, cpu,cpuacct, systemd and a hybrid unified mount. Both list
+// sgx_epc in misc.capacity (128 MiB, 3 MiB in use) and hold two containers, ContainerSystemd
+// and ContainerCgroupfsV1 or ContainerCgroupfsV2.
+func Tree(tb testing.TB, layout string) string {
+	tb.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		tb.Fatal("cgroupstest: cannot find the testdata directory")
+	}
+	src := filepath.Join(filepath.Dir(file), "..", "testdata", "cgroup", layout)
+	dst := filepath.Join(tb.TempDir(), "cgroup")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		tb.Fatalf("cgroupstest: copy %s: %v", src, err)
+	}
+	return dst
+}
+
+// The containers of both trees, by the cgroups path their runtime gives NRI.
+const (
+	// ContainerSystemd: containerd, systemd driver; misc.max 1 MiB reached 3 times,
+	// misc.current 1 MiB, misc.peak 1 MiB, pids 4242 and 4243.
+	ContainerSystemd = "kubepods-burstable-pod0b9c5b1e_4a0e_4d5c_9a51_1f0e0c2f7a11.slice:cri-containerd:c0ffee01"
+	// ContainerCgroupfsV1 and ContainerCgroupfsV2: cgroupfs driver (containerd on the v1
+	// tree, CRI-O on v2); no limit, misc.current 2 MiB, no misc.peak (an older kernel), pid 5151.
+	ContainerCgroupfsV1 = "/kubepods/besteffort/pod7d3e2f10-8c4b-4f6a-b2d9-55a1c3e4f6b2/c0ffee02"
+	ContainerCgroupfsV2 = "/kubepods/besteffort/pod7d3e2f10-8c4b-4f6a-b2d9-55a1c3e4f6b2/crio-c0ffee02"
+)
+
+// Kernel stands in for cgroupfs on a copied tree. Its zero value is ready.
+type Kernel struct {
+	// OnRead, if set, runs before every Read; an error it returns fails the read.
+	OnRead func(dir, name string) error
+	// WriteErr fails writes to files of these names (EINVAL, say) without writing.
+	WriteErr map[string]error
+
+	mu     sync.Mutex
+	writes []string
+}
+
+// newCgroupFiles are what the kernel shows in a new cgroup for the misc controller.
+var newCgroupFiles = map[string]string{
+	"misc.max":     "sgx_epc max\n",
+	"misc.current": "sgx_epc 0\n",
+	"misc.events":  "sgx_epc.max 0\n",
+	"cgroup.procs": "",
+}
+
+// Mkdir creates cgroups like mkdir -p and fills each new one with interface files.
+func (k *Kernel) Mkdir(dir string) ([]string, error) {
+	created, err := cgroups.Mkdir(dir)
+	for _, d := range created {
+		for name, content := range newCgroupFiles {
+			if werr := os.WriteFile(filepath.Join(d, name), []byte(content), 0o644); werr != nil {
+				return created, werr
+			}
+		}
+	}
+	return created, err
+}
+
+// Rmdir removes a cgroup with its interface files; like the kernel, it refuses (EBUSY) one
+// with child cgroups or processes.
+func (k *Kernel) Rmdir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("remove cgroup %s: %w", dir, err)
+	}
+	procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	for _, e := range entries {
+		if e.IsDir() || strings.TrimSpace(string(procs)) != "" {
+			return fmt.Errorf("remove cgroup %s: %w", dir, syscall.EBUSY)
+		}
+	}
+	return os.RemoveAll(dir)
+}
+
+// Read reads an interface file after OnRead.
+func (k *Kernel) Read(dir, name string) ([]byte, error) {
+	if k.OnRead != nil {
+		if err := k.OnRead(dir, name); err != nil {
+			return nil, err
+		}
+	}
+	return cgroups.Read(dir, name)
+}
+
+// Write writes an interface file, or fails as WriteErr says; it records the writes.
+func (k *Kernel) Write(dir, name, value string) error {
+	if err := k.WriteErr[name]; err != nil {
+		return fmt.Errorf("write %q to %s: %w", value, filepath.Join(dir, name), err)
+	}
+	k.mu.Lock()
+	k.writes = append(k.writes, filepath.Join(dir, name)+"="+value)
+	k.mu.Unlock()
+	return cgroups.Write(dir, name, value)
+}
+
+// Writes returns the writes made so far, as "<path>=<value>".
+func (k *Kernel) Writes() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.writes...)
+}

@@ -1,0 +1,136 @@
+// Package nri is podfence's node agent as an NRI plugin (https://github.com/containerd/nri):
+// the runtime (containerd, CRI-O) calls it while it creates each container, and the agent
+// answers with the container's CPU pool settings, applied before the container's first
+// instruction.
+//
+// Per event:
+//   - Synchronize: rebuild the state from the runtime's containers and the checkpoint;
+//     containers keep the CPUs they run on, and none is ever updated.
+//   - CreateContainer: plan the container (see AnnotationCPUPools, AnnotationExclusiveCPUs)
+//     and return cpuset.cpus, cpuset.mems, the CFS quota/period of a shared-pool share, and
+//     EXCLUSIVE_CPUS / SHARED_CPUS.
+//   - UpdateContainer: a resource update that would change what podfence set is answered
+//     with podfence's values.
+//   - StopContainer, RemoveContainer, RemovePodSandbox: release.
+//
+// Handlers do bounded in-memory work under one mutex. The checkpoint is written by one
+// background goroutine, so no CreateContainer waits for an fsync.
+package nriplugin
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/cpu/plan"
+)
+
+// Checkpoint persists allocations across agent restarts; *checkpoint.Store is one.
+type Checkpoint interface {
+	Put(allocation.Allocation) error
+	Delete(allocation.Key) error
+	Load() ([]allocation.Allocation, error)
+}
+
+// Options are the agent's optional parts.
+type Options struct {
+	// Extensions ride on the agent's events, in this order (see Extension).
+	Extensions []Extension
+	// LayoutChanged, if set, is called after the agent took a new layout (Reload, or a
+	// pending one once nothing blocks it), outside the agent's locks.
+	LayoutChanged func(*plan.Node)
+	// Next, if set, is a layout to switch to after the first Synchronize, as Reload does: the
+	// pool config read at start when the layout last in force (the one the running
+	// containers were placed by, New's node) differs from it.
+	Next *plan.Node
+}
+
+// Agent is the NRI plugin. Create it with New and connect it with Run.
+type Agent struct {
+	node     atomic.Pointer[plan.Node] // swapped whole by Reload
+	reconf   sync.Mutex                // serialises Synchronize and Reload
+	log      *slog.Logger
+	exts     []Extension
+	store    Checkpoint
+	persist  *persister
+	onLayout func(*plan.Node)
+	next     *plan.Node // Options.Next until the first Synchronize
+
+	// mu guards everything below. Invariant: every key in hold holds an allocation in state.
+	mu       sync.Mutex
+	state    *plan.State
+	hold     *holders      // the container instances holding allocations
+	pending  *pending      // a layout waiting for containers to end (see Reload)
+	retryDue bool          // pending has no blocker left: retry before answering
+	syncs    int           // completed Synchronize calls
+	syncC    chan struct{} // closed and replaced at each Synchronize
+}
+
+// New returns an agent for node that records its allocations in cp. It starts the
+// checkpoint writer; Close stops it.
+func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Agent {
+	a := &Agent{
+		log:      log,
+		exts:     opts.Extensions,
+		onLayout: opts.LayoutChanged,
+		next:     opts.Next,
+		store:    cp,
+		persist:  newPersister(cp, log),
+		state:    plan.NewState(node),
+		hold:     newHolders(),
+		syncC:    make(chan struct{}),
+	}
+	a.node.Store(node)
+	return a
+}
+
+// Flush waits until every allocation change made so far is in the checkpoint, and returns
+// the write errors since the previous Flush.
+func (a *Agent) Flush() error { return a.persist.flush() }
+
+// Close flushes the checkpoint and stops its writer. Call it after Run returns.
+func (a *Agent) Close() error { return a.persist.close() }
+
+// WaitSynchronized waits until the runtime has synchronized the agent at least n times
+// (once per connection).
+func (a *Agent) WaitSynchronized(ctx context.Context, n int) error {
+	for {
+		a.mu.Lock()
+		done, c := a.syncs >= n, a.syncC
+		a.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Allocations returns what the agent holds, sorted by key.
+func (a *Agent) Allocations() []allocation.Allocation {
+	_, allocs := a.Snapshot()
+	return allocs
+}
+
+// record adds or replaces the holder of an allocation and queues its checkpoint write.
+// The caller holds mu.
+func (a *Agent) record(id, sandbox string, alloc allocation.Allocation, persist bool) {
+	a.hold.add(alloc.Key(), id, sandbox)
+	if persist {
+		a.persist.put(alloc)
+	}
+}
+
+// releaseLocked frees k's allocation and queues the deletion of its record. The caller
+// holds mu.
+func (a *Agent) releaseLocked(k allocation.Key) {
+	a.state.Release(k)
+	a.hold.remove(k)
+	a.persist.del(k)
+	a.unblocked(k)
+}

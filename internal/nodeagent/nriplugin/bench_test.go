@@ -1,0 +1,294 @@
+package nriplugin_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/internal/cpu/pools"
+	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
+	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+)
+
+// The benchmark node: 256 CPUs. Existing containers come from grow: with pools, 200 exclusive
+// (1 CPU each), 300 shared (50 millicpu each), the rest in the default pool, 4 per pod.
+const (
+	benchTopology = "sockets=2,cores=64,threads=2"
+	benchPools    = `
+pools:
+  default:     {cpus: "0-3,128-131"}
+  shared_s:    {cpus: "4-11,132-139"}
+  exclusive_a: {cpus: "12-127,140-255", hyperThreadingPolicy: multiThreaded}
+`
+)
+
+// nopPlugin is the baseline: a plugin that subscribes to the events the agent handles (the
+// assertions below) and does nothing.
+type nopPlugin struct{}
+
+var (
+	_ stub.SynchronizeInterface     = nopPlugin{}
+	_ stub.ShutdownInterface        = nopPlugin{}
+	_ stub.RunPodInterface          = nopPlugin{}
+	_ stub.RemovePodInterface       = nopPlugin{}
+	_ stub.CreateContainerInterface = nopPlugin{}
+	_ stub.UpdateContainerInterface = nopPlugin{}
+	_ stub.StopContainerInterface   = nopPlugin{}
+	_ stub.RemoveContainerInterface = nopPlugin{}
+	_ stub.StartContainerInterface  = nopPlugin{}
+)
+
+func (nopPlugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+	return nil, nil
+}
+func (nopPlugin) Shutdown(context.Context)                                {}
+func (nopPlugin) RunPodSandbox(context.Context, *api.PodSandbox) error    { return nil }
+func (nopPlugin) RemovePodSandbox(context.Context, *api.PodSandbox) error { return nil }
+func (nopPlugin) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	return nil, nil, nil
+}
+func (nopPlugin) UpdateContainer(context.Context, *api.PodSandbox, *api.Container, *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	return nil, nil
+}
+func (nopPlugin) StartContainer(context.Context, *api.PodSandbox, *api.Container) error { return nil }
+func (nopPlugin) StopContainer(context.Context, *api.PodSandbox, *api.Container) ([]*api.ContainerUpdate, error) {
+	return nil, nil
+}
+func (nopPlugin) RemoveContainer(context.Context, *api.PodSandbox, *api.Container) error { return nil }
+
+func startNop(ctx context.Context, sock string) (stub.Stub, error) {
+	s, err := stub.New(nopPlugin{}, stub.WithPluginName("nop"), stub.WithPluginIdx("10"),
+		stub.WithSocketPath(sock), stub.WithLogger(quietNRI{}))
+	if err != nil {
+		return nil, err
+	}
+	return s, s.Start(ctx)
+}
+
+// grow creates and starts containers from, ..., to-1 (from a multiple of 4) through the
+// runtime, 4 per pod: all in the default pool, or (pooled) containers 0-199 exclusive (1 CPU
+// each) and 200-499 shared (50 millicpu each).
+func grow(tb testing.TB, rt *runtime, from, to int, pooled bool) {
+	tb.Helper()
+	for p := from / 4; p*4 < to; p++ {
+		var ann map[string]string
+		if pooled && p*4 < 500 {
+			var entries []string
+			for c := range 4 {
+				if k := p*4 + c; k < 200 {
+					entries = append(entries, fmt.Sprintf(`"c%d": {"exclusive_a": 1}`, c))
+				} else {
+					entries = append(entries, fmt.Sprintf(`"c%d": {"shared_s": 50}`, c))
+				}
+			}
+			ann = poolReq("{" + strings.Join(entries, ", ") + "}")
+		}
+		pod := rt.runPod(fmt.Sprint("fill", p), ann)
+		for c := 0; c < 4 && p*4+c < to; c++ {
+			rt.startCtr(rt.mustCreate(pod, fmt.Sprint("c", c), nil).ctr)
+		}
+	}
+}
+
+// timeCreate measures one CreateContainer round trip (an exclusive CPU) and removes the
+// container again, untimed, so the state stays the same size.
+func timeCreate(b *testing.B, rt *runtime, i int) time.Duration {
+	pod := rt.runPod(fmt.Sprint("bench", i), poolReq(`{"app": {"exclusive_a": 1}}`))
+	start := time.Now()
+	c := rt.mustCreate(pod, "app", nil)
+	d := time.Since(start)
+	rt.removeCtr(c.ctr)
+	rt.removePod(pod)
+	return d
+}
+
+func percentile(ds []time.Duration, p float64) float64 {
+	s := slices.Sorted(slices.Values(ds))
+	return float64(s[int(p*float64(len(s)-1))].Nanoseconds()) / 1e3
+}
+
+// BenchmarkCreateContainer compares podfence's CreateContainer round trip through the real
+// NRI runtime side with a do-nothing plugin's, measured alternately in the same run.
+func BenchmarkCreateContainer(b *testing.B) {
+	for _, existing := range []int{0, 1000} {
+		b.Run(fmt.Sprint("existing=", existing), func(b *testing.B) {
+			pf := newRuntime(b)
+			startAgent(b, pf, newNode(b, benchTopology, benchPools), openStore(b, b.TempDir()), nriplugin.Options{})
+			base := newRuntime(b)
+			s, err := startNop(b.Context(), base.sock)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(s.Stop)
+			base.waitPlugins(1)
+			grow(b, pf, 0, existing, true)
+			grow(b, base, 0, existing, true)
+			var pfT, baseT []time.Duration
+			for i := 0; b.Loop(); i++ {
+				pfT = append(pfT, timeCreate(b, pf, i))
+				baseT = append(baseT, timeCreate(b, base, i))
+			}
+			p50, p99 := percentile(pfT, 0.50), percentile(pfT, 0.99)
+			b50, b99 := percentile(baseT, 0.50), percentile(baseT, 0.99)
+			b.ReportMetric(p50, "p50-µs")
+			b.ReportMetric(p99, "p99-µs")
+			b.ReportMetric(b50, "nop-p50-µs")
+			b.ReportMetric(b99, "nop-p99-µs")
+			b.ReportMetric(p50/b50, "p50-ratio")
+			b.ReportMetric(p99/b99, "p99-ratio")
+		})
+	}
+}
+
+// rssChildEnv makes the test binary run one plugin and nothing else (see rssChild):
+// "podfence <socket> <checkpoint dir>" or "nop <socket>".
+const rssChildEnv = "PODFENCE_TEST_RSS_CHILD"
+
+// rssChild runs a plugin alone in this process until SIGTERM, so its RSS is the plugin's. At
+// each SIGUSR1 it flushes the agent's checkpoint and then writes a line to stdout.
+func rssChild() int {
+	args := strings.Fields(os.Getenv(rssChildEnv))
+	usr := make(chan os.Signal, 1)
+	signal.Notify(usr, syscall.SIGUSR1)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	answer := func(flush func() error) {
+		for range usr {
+			if err := flush(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+			fmt.Println("flushed")
+		}
+	}
+	if args[0] == "nop" {
+		go answer(func() error { return nil })
+		s, err := startNop(ctx, args[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		<-ctx.Done()
+		s.Stop()
+		return 0
+	}
+	topo, _ := topology.Synthetic(benchTopology)
+	cfg, _ := pools.Parse("bench", []byte(benchPools))
+	layout, err := pools.Resolve(cfg, topo)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	store, err := checkpoint.Open(args[2])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	a := nriplugin.New(plan.NewNode(topo, layout, plan.Policy{}), store, slog.New(slog.DiscardHandler), nriplugin.Options{})
+	go answer(a.Flush)
+	err = a.Run(ctx, nriplugin.Connection{Socket: args[1], PluginName: "podfence", PluginIndex: "10"})
+	if cerr := a.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// childRSS starts a plugin process on rt and returns its VmRSS in MiB with no container and
+// then at each of ks default-pool containers (added through rt), once its checkpoint writes
+// are done.
+func childRSS(b *testing.B, rt *runtime, args string, ks ...int) []float64 {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), rssChildEnv+"="+args)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	rt.waitPlugins(1)
+	lines := bufio.NewScanner(out)
+	rss := []float64{vmRSS(b, cmd.Process.Pid)}
+	have := 0
+	for _, k := range ks {
+		grow(b, rt, have, k, false)
+		have = k
+		if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			b.Fatal(err)
+		}
+		if !lines.Scan() {
+			b.Fatalf("plugin process %q: no answer to SIGUSR1: %v", args, lines.Err())
+		}
+		rss = append(rss, vmRSS(b, cmd.Process.Pid))
+	}
+	return rss
+}
+
+func vmRSS(b *testing.B, pid int) float64 {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+// BenchmarkAgentRSS reports the agent process's resident memory with 0, 1,000 and 5,000
+// default-pool containers, next to a do-nothing plugin process in the same state, against the
+// targets of 25 MB at 1,000 and 40 MB at 5,000 (MB = 10^6 bytes).
+func BenchmarkAgentRSS(b *testing.B) {
+	pf, base := newRuntime(b), newRuntime(b)
+	ks := []int{1000, 5000}
+	pfRSS := childRSS(b, pf, "podfence "+pf.sock+" "+b.TempDir(), ks...)
+	nopRSS := childRSS(b, base, "nop "+base.sock, ks...)
+	for b.Loop() {
+	}
+	targetMiB := map[int]float64{1000: 25e6 / (1 << 20), 5000: 40e6 / (1 << 20)}
+	var w strings.Builder
+	fmt.Fprintf(&w, "%-8s %14s %10s %7s  %s\n", "K", "podfence MiB", "nop MiB", "ratio", "target")
+	for i, k := range append([]int{0}, ks...) {
+		target := "-"
+		if t, ok := targetMiB[k]; ok {
+			target = fmt.Sprintf("< %.1f MiB: %s", t, met(pfRSS[i] < t))
+		}
+		fmt.Fprintf(&w, "%-8d %14.1f %10.1f %7.2f  %s\n", k, pfRSS[i], nopRSS[i], pfRSS[i]/nopRSS[i], target)
+		b.ReportMetric(pfRSS[i], fmt.Sprintf("rss%d-MiB", k))
+		b.ReportMetric(nopRSS[i], fmt.Sprintf("nop-rss%d-MiB", k))
+	}
+	b.Log("\n" + w.String())
+}
+
+// met renders whether a target was met.
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT MET"
+}

@@ -1,0 +1,250 @@
+package nriplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/cpu/plan"
+)
+
+// The NRI events the agent handles; the stub subscribes to exactly these.
+var (
+	_ stub.SynchronizeInterface     = (*Agent)(nil)
+	_ stub.ShutdownInterface        = (*Agent)(nil)
+	_ stub.RunPodInterface          = (*Agent)(nil)
+	_ stub.RemovePodInterface       = (*Agent)(nil)
+	_ stub.CreateContainerInterface = (*Agent)(nil)
+	_ stub.UpdateContainerInterface = (*Agent)(nil)
+	_ stub.StopContainerInterface   = (*Agent)(nil)
+	_ stub.RemoveContainerInterface = (*Agent)(nil)
+	_ stub.StartContainerInterface  = (*Agent)(nil)
+)
+
+// recovered turns a panic in a handler into that request's error, so one bad container
+// fails alone and the agent keeps serving. Use as: defer a.recovered(event, &err).
+func (a *Agent) recovered(event string, err *error) {
+	if r := recover(); r != nil {
+		a.log.Error("handler panicked", "event", event, "panic", r, "stack", string(debug.Stack()))
+		*err = fmt.Errorf("podfence %s: internal error: %v", event, r)
+	}
+}
+
+// RunPodSandbox logs the sandbox's place: the default pool. NRI cannot adjust the sandbox
+// container, and it holds nothing, so nothing is recorded.
+func (a *Agent) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+	defer a.recovered("RunPodSandbox", &err)
+	c := plan.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Sandbox: true}
+	a.mu.Lock()
+	d, err := a.node.Load().Plan(a.state, c)
+	a.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	a.logDecision("RunPodSandbox", pod, nil, d)
+	return a.notify("RunPodSandbox", func(e Extension) (bool, error) {
+		h, ok := e.(PodRunner)
+		if !ok {
+			return false, nil
+		}
+		return true, h.RunPodSandbox(ctx, pod)
+	})
+}
+
+// CreateContainer plans the container and returns its adjustment. A refused container gets
+// an error naming the reason; nothing else changes.
+func (a *Agent) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment, _ []*api.ContainerUpdate, err error) {
+	defer a.recovered("CreateContainer", &err)
+	c, err := a.containerOf(pod, ctr)
+	if err != nil {
+		return nil, nil, a.refused(pod, ctr, err)
+	}
+	d, err := a.allocate(c, ctr.GetId(), ctr.GetPodSandboxId())
+	a.retryIfDue()
+	if err != nil {
+		return nil, nil, a.refused(pod, ctr, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			a.release(ctr.GetId())
+		}
+	}()
+	adj := adjustment(d)
+	if err := a.createHooks(ctx, pod, ctr, d, adj); err != nil {
+		return nil, nil, a.refused(pod, ctr, err)
+	}
+	committed = true
+	a.logDecision("CreateContainer", pod, ctr, d)
+	return adj, nil, nil
+}
+
+// allocate records c's allocation for container instance id of pod sandbox sandbox. A
+// previous instance of the same container (same pod and name: a restart, perhaps in a
+// re-created sandbox) gives its allocation up first.
+func (a *Agent) allocate(c plan.Container, id, sandbox string) (plan.Decision, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old, ok := a.hold.holderOf(c.Key()); ok && old.id != id {
+		a.releaseLocked(c.Key())
+	}
+	d, err := a.node.Load().Allocate(a.state, c)
+	if err != nil {
+		return d, err
+	}
+	a.record(id, sandbox, d.Allocation, !d.Existing)
+	return d, nil
+}
+
+// UpdateContainer answers a resource update that would change podfence's cpuset, memory
+// nodes or quota with an update that keeps them. Other updates pass untouched.
+func (a *Agent) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (_ []*api.ContainerUpdate, err error) {
+	defer a.recovered("UpdateContainer", &err)
+	defer func() {
+		_ = a.notify("UpdateContainer", func(e Extension) (bool, error) {
+			h, ok := e.(ContainerUpdater)
+			if !ok {
+				return false, nil
+			}
+			return true, h.UpdateContainer(ctx, pod, ctr, res)
+		})
+	}()
+	a.mu.Lock()
+	k, held := a.hold.key(ctr.GetId())
+	var d plan.Decision
+	if held {
+		d, err = a.node.Load().Plan(a.state, plan.Container{PodUID: k.PodUID, Name: k.Container})
+	}
+	a.mu.Unlock()
+	if !held || err != nil {
+		return nil, err
+	}
+	u, asked := keep(ctr.GetId(), d, res)
+	if u == nil {
+		return nil, nil
+	}
+	a.log.Warn("kept CPU settings against a resource update", "pod", podName(pod), "container", ctr.GetName(),
+		"asked", asked, "cpus", d.CPUs.String(), "mems", d.Mems.String(), "quota", d.Quota)
+	return []*api.ContainerUpdate{u}, nil
+}
+
+// StopContainer releases the container's CPUs: a stopped container never runs again (the
+// kubelet creates a new instance).
+func (a *Agent) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ []*api.ContainerUpdate, err error) {
+	defer a.recovered("StopContainer", &err)
+	a.release(ctr.GetId())
+	a.removed(ctx, "StopContainer", pod, ctr)
+	return nil, nil
+}
+
+// RemoveContainer releases the container if StopContainer did not.
+func (a *Agent) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
+	defer a.recovered("RemoveContainer", &err)
+	a.release(ctr.GetId())
+	a.removed(ctx, "RemoveContainer", pod, ctr)
+	return nil
+}
+
+// StartContainer tells the extensions that the container's task exists: its init process
+// runs, its entrypoint has not started. Their errors are logged only.
+func (a *Agent) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
+	defer a.recovered("StartContainer", &err)
+	_ = a.notify("StartContainer", func(e Extension) (bool, error) {
+		h, ok := e.(ContainerStarter)
+		if !ok {
+			return false, nil
+		}
+		return true, h.StartContainer(ctx, pod, ctr)
+	})
+	return nil
+}
+
+func (a *Agent) removed(ctx context.Context, event string, pod *api.PodSandbox, ctr *api.Container) {
+	_ = a.notify(event, func(e Extension) (bool, error) {
+		h, ok := e.(ContainerRemover)
+		if ok {
+			h.RemoveContainer(ctx, pod, ctr)
+		}
+		return ok, nil
+	})
+}
+
+// RemovePodSandbox releases whatever the containers of this sandbox still hold. Containers
+// of the same pod in another sandbox (the kubelet re-creates a dead sandbox under the same
+// pod UID and removes the old one later) keep theirs.
+func (a *Agent) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+	defer a.recovered("RemovePodSandbox", &err)
+	var freed []allocation.Allocation
+	a.mu.Lock()
+	for _, k := range a.hold.inSandbox(pod.GetId()) {
+		if al, ok := a.state.Get(k); ok {
+			freed = append(freed, al)
+		}
+		a.releaseLocked(k)
+	}
+	a.mu.Unlock()
+	a.retryIfDue()
+	for _, al := range freed {
+		a.logRelease(al)
+	}
+	_ = a.notify("RemovePodSandbox", func(e Extension) (bool, error) {
+		h, ok := e.(PodRemover)
+		if ok {
+			h.RemovePodSandbox(ctx, pod)
+		}
+		return ok, nil
+	})
+	return nil
+}
+
+// Shutdown writes the checkpoint out: the runtime is going away.
+func (a *Agent) Shutdown(context.Context) {
+	if err := a.Flush(); err != nil {
+		a.log.Error("runtime shutdown: checkpoint not fully written", "err", err)
+	}
+}
+
+// release frees what container instance id holds, if anything.
+func (a *Agent) release(id string) {
+	a.mu.Lock()
+	k, ok := a.hold.key(id)
+	var al allocation.Allocation
+	if ok {
+		al, _ = a.state.Get(k)
+		a.releaseLocked(k)
+	}
+	a.mu.Unlock()
+	a.retryIfDue()
+	if ok {
+		a.logRelease(al)
+	}
+}
+
+// refused logs a refusal and returns the error for the runtime, naming pod and container.
+func (a *Agent) refused(pod *api.PodSandbox, ctr *api.Container, err error) error {
+	var r *plan.Refusal
+	if !errors.As(err, &r) {
+		err = fmt.Errorf("pod %s container %q: %w", podName(pod), ctr.GetName(), err)
+	}
+	a.log.Warn("refused", "pod", podName(pod), "container", ctr.GetName(), "err", err)
+	a.observeRefusal(pod, ctr, err)
+	return err
+}
+
+func (a *Agent) logDecision(event string, pod *api.PodSandbox, ctr *api.Container, d plan.Decision) {
+	a.log.Info("decision", "event", event, "pod", podName(pod), "container", ctr.GetName(),
+		"pool", d.Allocation.Pool, "type", d.Allocation.Type, "cpus", d.CPUs.String(), "mems", d.Mems.String(),
+		"quota", d.Quota, "period", d.Period, "existing", d.Existing)
+}
+
+func (a *Agent) logRelease(al allocation.Allocation) {
+	a.log.Info("released", "pod", al.Namespace+"/"+al.Pod, "container", al.Container, "pool", al.Pool,
+		slog.String("cpus", al.CPUs.String()), "milliCPU", al.MilliCPU)
+}
+
+func podName(pod *api.PodSandbox) string { return pod.GetNamespace() + "/" + pod.GetName() }

@@ -1,0 +1,235 @@
+package nriplugin
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/internal/cpu/topology"
+	"k8s.io/utils/cpuset"
+)
+
+// syncReport says what a Synchronize did, for the log and tests.
+type syncReport struct {
+	containers, derived, restored, adopted, unmanaged, dropped int
+}
+
+// Synchronize rebuilds the state from the runtime's live containers (see rebuild). Known
+// allocations come from the checkpoint on the first call and from memory on later ones
+// (reconnects). Allocations of containers that are gone are dropped. No container is ever
+// updated.
+func (a *Agent) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (_ []*api.ContainerUpdate, err error) {
+	defer a.recovered("Synchronize", &err)
+	a.reconf.Lock()
+	defer a.reconf.Unlock()
+	a.mu.Lock()
+	first := a.syncs == 0
+	known := a.state.Allocations()
+	a.mu.Unlock()
+	if first {
+		recs, lerr := a.store.Load()
+		if lerr != nil {
+			a.log.Error("checkpoint unreadable; rebuilding from the runtime alone", "err", lerr)
+		}
+		known = recs
+	}
+	next, hold, rep := a.rebuild(known, pods, ctrs)
+
+	a.mu.Lock()
+	a.state, a.hold = next, hold
+	a.persistDiff(known, next.Allocations())
+	var taken *plan.Node
+	if first && a.next != nil {
+		a.pending, a.next = &pending{node: a.next, since: time.Now()}, nil
+	}
+	if p := a.pending; p != nil { // the containers that blocked it may be gone
+		ok, err := a.reloadLocked(p.node, p.since)
+		if ok {
+			taken = p.node
+		} else if first {
+			a.log.Warn("pool config read at start is pending", "err", err)
+		}
+	}
+	a.syncs++
+	close(a.syncC)
+	a.syncC = make(chan struct{})
+	a.mu.Unlock()
+	if taken != nil {
+		a.log.Info("pending pool config taken: no running container blocks it any more", "poolConfig", taken.Pools.Source)
+		a.layoutChanged(taken)
+	}
+	a.log.Info("synchronized", "containers", rep.containers, "derived", rep.derived, "restored", rep.restored,
+		"adopted", rep.adopted, "unmanaged", rep.unmanaged, "dropped", rep.dropped)
+	_ = a.notify("Synchronize", func(e Extension) (bool, error) {
+		h, ok := e.(Synchronizer)
+		if !ok {
+			return false, nil
+		}
+		return true, h.Synchronize(ctx, pods, ctrs)
+	})
+	return nil, nil
+}
+
+// liveCtr is a runtime container with its pod.
+type liveCtr struct {
+	key  allocation.Key
+	pod  *api.PodSandbox
+	ctr  *api.Container
+	cpus cpuset.CPUSet
+	set  bool // the runtime reported a cpuset
+}
+
+// claim is what one live container is taken to hold, and where that came from.
+type claim struct {
+	lc  liveCtr
+	al  allocation.Allocation
+	how string // "derived", "restored" or "adopted"
+}
+
+// rebuild computes the new state. What a live container holds is, in order of trust:
+//  1. derived from the runtime alone: its pool request (the same annotations CreateContainer
+//     read) and the cpuset it runs on, when these agree with what podfence would have set.
+//     This gives back every field CreateContainer recorded, for every pool type, so a lost
+//     or lagging checkpoint loses nothing; a record that disagrees is replaced.
+//  2. its checkpoint record, when the container runs where the record says;
+//  3. adopted from its cpuset alone (containers podfence did not place; see adoption).
+//
+// Exclusive CPUs are claimed before idled siblings, so a sibling is idled only when no live
+// container runs on it.
+func (a *Agent) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, ctrs []*api.Container) (*plan.State, *holders, syncReport) {
+	node := a.node.Load()
+	live := a.liveContainers(pods, ctrs)
+	byKey := make(map[allocation.Key]allocation.Allocation, len(known))
+	for _, al := range known {
+		byKey[al.Key()] = al
+	}
+	rep := syncReport{containers: len(live)}
+	var claims []claim
+	for _, lc := range live {
+		rec, hasRec := byKey[lc.key]
+		if al, ok := a.derive(node, lc); ok {
+			if hasRec && !sameAllocation(rec, al) {
+				a.log.Warn("checkpoint record disagrees with the runtime; using what the runtime shows", "pod", podName(lc.pod),
+					"container", lc.key.Container, "record", describe(rec), "runtime", describe(al))
+			}
+			claims = append(claims, claim{lc: lc, al: al, how: "derived"})
+			continue
+		}
+		if hasRec && a.runsAsRecorded(node, rec, lc) {
+			claims = append(claims, claim{lc: lc, al: rec, how: "restored"})
+			continue
+		}
+		if al, ok := a.adoption(lc); ok {
+			claims = append(claims, claim{lc: lc, al: al, how: "adopted"})
+			continue
+		}
+		rep.unmanaged++
+	}
+	next, hold := plan.NewState(node), newHolders()
+	running := cpuset.New()
+	for _, c := range claims {
+		running = running.Union(c.al.CPUs)
+	}
+	for _, c := range claims {
+		al := c.al
+		al.Idled = al.Idled.Difference(running)
+		if err := next.Add(al); err != nil {
+			a.log.Warn("cannot keep what a running container holds: it conflicts with another; left unmanaged",
+				"pod", podName(c.lc.pod), "container", c.lc.key.Container, "from", c.how, "err", err)
+			rep.unmanaged++
+			continue
+		}
+		hold.add(c.lc.key, c.lc.ctr.GetId(), c.lc.ctr.GetPodSandboxId())
+		switch c.how {
+		case "derived":
+			rep.derived++
+		case "restored":
+			rep.restored++
+		default:
+			rep.adopted++
+			a.log.Info("adopted", "pod", podName(c.lc.pod), "container", c.lc.key.Container, "pool", al.Pool,
+				"cpus", c.lc.cpus.String(), "milliCPU", al.MilliCPU)
+		}
+	}
+	for k := range byKey {
+		if _, ok := hold.holderOf(k); !ok {
+			rep.dropped++
+		}
+	}
+	return next, hold, rep
+}
+
+// liveContainers lists the runtime's containers that are not stopped, one per key, in
+// container ID order (so a rebuild is deterministic).
+func (a *Agent) liveContainers(pods []*api.PodSandbox, ctrs []*api.Container) []liveCtr {
+	podByID := make(map[string]*api.PodSandbox, len(pods))
+	for _, p := range pods {
+		podByID[p.GetId()] = p
+	}
+	sorted := slices.SortedFunc(slices.Values(ctrs), func(x, y *api.Container) int { return strings.Compare(x.GetId(), y.GetId()) })
+	var live []liveCtr
+	seen := map[allocation.Key]bool{}
+	for _, c := range sorted {
+		p := podByID[c.GetPodSandboxId()]
+		if p == nil || c.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		lc := liveCtr{key: keyOf(p, c), pod: p, ctr: c}
+		if seen[lc.key] {
+			a.log.Warn("two live instances of one container; using the first", "pod", podName(p), "container", c.GetName(), "id", c.GetId())
+			continue
+		}
+		seen[lc.key] = true
+		if text := c.GetLinux().GetResources().GetCpu().GetCpus(); text != "" {
+			cpus, err := topology.ParseCPUList(text)
+			lc.cpus, lc.set = cpus, err == nil
+		}
+		live = append(live, lc)
+	}
+	return live
+}
+
+// runsAsRecorded reports whether a recorded allocation fits the node and the container runs
+// on its CPUs (or the runtime did not say where it runs).
+func (a *Agent) runsAsRecorded(node *plan.Node, al allocation.Allocation, lc liveCtr) bool {
+	probe := plan.NewState(node)
+	if err := probe.Add(al); err != nil {
+		a.log.Warn("checkpoint record does not fit the node; rebuilding the container from the runtime",
+			"pod", podName(lc.pod), "container", lc.key.Container, "record", describe(al), "err", err)
+		return false
+	}
+	if d := node.Decide(al); lc.set && !d.CPUs.Equals(onlineOf(node, lc.cpus)) {
+		a.log.Warn("container runs elsewhere than recorded; rebuilding it from the runtime", "pod", podName(lc.pod),
+			"container", lc.key.Container, "recorded", d.CPUs.String(), "running", lc.cpus.String())
+		return false
+	}
+	return true
+}
+
+// persistDiff queues the checkpoint changes from the known allocations to now. The caller
+// holds mu.
+func (a *Agent) persistDiff(known, now []allocation.Allocation) {
+	old := make(map[allocation.Key]allocation.Allocation, len(known))
+	for _, al := range known {
+		old[al.Key()] = al
+	}
+	for _, al := range now {
+		if o, ok := old[al.Key()]; !ok || !sameAllocation(o, al) {
+			a.persist.put(al)
+		}
+		delete(old, al.Key())
+	}
+	for k := range old {
+		a.persist.del(k)
+	}
+}
+
+func sameAllocation(x, y allocation.Allocation) bool {
+	return x.PodUID == y.PodUID && x.Namespace == y.Namespace && x.Pod == y.Pod && x.Container == y.Container &&
+		x.Pool == y.Pool && x.Type == y.Type && x.SharedPool == y.SharedPool && x.MilliCPU == y.MilliCPU &&
+		x.CPUs.Equals(y.CPUs) && x.Idled.Equals(y.Idled)
+}

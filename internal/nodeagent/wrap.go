@@ -1,0 +1,56 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/internal/pinning"
+)
+
+// Starter wraps the entrypoint of containers named in a pod's process pinning annotation
+// (podfence.io/cpus, nokia.k8s.io/cpus) so that `podfence start` runs first and pins each
+// process to its share of the container's CPUs. Other containers are left as they are.
+type Starter struct {
+	// Binary is the podfence binary's path on the host (as the runtime sees it), bind-mounted
+	// read-only into wrapped containers. It must be statically linked.
+	Binary string
+}
+
+var _ nriplugin.ContainerCreator = Starter{}
+
+// Name names the extension in logs and errors.
+func (Starter) Name() string { return "process-starter" }
+
+// CreateContainer returns the mount, args and environment that start ctr through `podfence
+// start`. The processes are planned against the decided CPUs first, so a container whose
+// annotation asks for more CPUs than it got is refused at creation, with the numbers.
+func (s Starter) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, d plan.Decision) (*api.ContainerAdjustment, error) {
+	spec, ok, err := pinning.FromAnnotations(pod.GetAnnotations())
+	if !ok {
+		spec, ok, err = pinning.FromAnnotations(ctr.GetAnnotations())
+	}
+	if err != nil || !ok {
+		return nil, err
+	}
+	procs, ok := spec.For(ctr.GetName())
+	if !ok {
+		return nil, nil
+	}
+	if _, err := pinning.Plan(procs, d.Allocation.CPUs, d.Shared); err != nil {
+		return nil, fmt.Errorf("process pinning: %w", err)
+	}
+	w, err := pinning.Wrap(s.Binary, ctr.GetName(), ctr.GetArgs(), procs)
+	if err != nil {
+		return nil, err
+	}
+	adj := &api.ContainerAdjustment{}
+	adj.AddMount(&api.Mount{Destination: w.Mount.Destination, Type: w.Mount.Type, Source: w.Mount.Source, Options: w.Mount.Options})
+	adj.SetArgs(w.Args)
+	for _, e := range w.Env {
+		adj.AddEnv(e.Name, e.Value)
+	}
+	return adj, nil
+}
