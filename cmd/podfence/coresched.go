@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -88,7 +89,7 @@ together; cookie 0 means no core scheduling. Values are opaque: compare them, no
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
 			fmt.Fprintln(w, "PID\tTID\tCOOKIE")
 			var failed error
-			for _, c := range coresched.ReadCookies(kernel.Prctl{}, proc, pids) {
+			for _, c := range csenforce.ReadCookies(kernel.Prctl{}, proc, pids) {
 				if c.Err != nil {
 					fmt.Fprintf(w, "%d\t%d\terror: %v\n", c.Pid, c.Tid, c.Err)
 					failed = fmt.Errorf("some cookies could not be read")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	podapi "github.com/podfence/podfence/podapi"
 	"io"
 	"log/slog"
 	"net/http"
@@ -85,10 +86,10 @@ func TestStatusAgainstAgent(t *testing.T) {
 	testwait.Eventually(t, "/readyz 200", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
 	rt.BlockPluginSync().Unblock()
 
-	create(t, rt, "telco", "router", map[string]string{nriplugin.AnnotationCPUPools: `{"fwd": {"exclusive_dp": 4}, "stats": {"shared_s": 250}}`,
+	create(t, rt, "telco", "router", map[string]string{podapi.AnnotationCPUPools: `{"fwd": {"exclusive_dp": 4}, "stats": {"shared_s": 250}}`,
 		"epc-limit.nri.io/container.fwd": "1Mi"}, "fwd", "stats")
-	create(t, rt, "telco", "packet-gen", map[string]string{nriplugin.AnnotationCPUPools: `{"gen": {"exclusive_dp": 3}}`}, "gen")
-	create(t, rt, "telco", "rt-loop", map[string]string{nriplugin.AnnotationCPUPools: `{"loop": {"exclusive_rt": 2}}`}, "loop")
+	create(t, rt, "telco", "packet-gen", map[string]string{podapi.AnnotationCPUPools: `{"gen": {"exclusive_dp": 3}}`}, "gen")
+	create(t, rt, "telco", "rt-loop", map[string]string{podapi.AnnotationCPUPools: `{"loop": {"exclusive_rt": 2}}`}, "loop")
 	create(t, rt, "shop", "web", nil, "nginx")
 
 	code, body := get(t, base+"/state")

@@ -1,10 +1,10 @@
 package admission
 
 import (
+	podapi "github.com/podfence/podfence/podapi"
 	"testing"
 
 	"github.com/podfence/podfence/internal/cpu/plan"
-	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 )
 
 // TestAgentReadsAnnotation: the agent's parser reads the cpu-pools annotation Mutate writes
@@ -13,7 +13,7 @@ func TestAgentReadsAnnotation(t *testing.T) {
 	pod := testPod("s", ctr("app", "podfence.io/exclusive_dp=2", "nokia.k8s.io/shared_caas=1k"), ctr("plain", "cpu=1"),
 		"init", ctr("setup", "podfence.io/shared_web=250"))
 	patched := applyMutation(t, pod, testConfig(t))
-	got, err := nriplugin.ParseCPUPools(patched.Annotations[nriplugin.AnnotationCPUPools])
+	got, err := podapi.ParseCPUPools(patched.Annotations[podapi.AnnotationCPUPools])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package admission
 import (
 	"errors"
 	"fmt"
+	podapi "github.com/podfence/podfence/podapi"
 	"strconv"
 	"strings"
 
@@ -58,7 +59,7 @@ func checkEPC(pod *corev1.Pod, want map[string]string) []error {
 	readable := func(key string) {
 		if v, ok := pod.Annotations[key]; ok {
 			if err := parseLimit(v); err != nil {
-				errs = append(errs, &epc.AnnotationError{Key: key, Value: v, Err: err})
+				errs = append(errs, &podapi.AnnotationError{Key: key, Value: v, Err: err})
 			}
 		}
 	}
@@ -72,7 +73,7 @@ func checkEPC(pod *corev1.Pod, want map[string]string) []error {
 		case needed && !has:
 			errs = append(errs, fmt.Errorf("annotation %s is missing, but container %q has %s=%s: %s", key, c.Name, ResourceEPC, w, fromMutation))
 		case needed && got != w:
-			errs = append(errs, &epc.AnnotationError{Key: key, Value: got, Err: fmt.Errorf("differs from the %s limit of container %q (%s bytes): %s", ResourceEPC, c.Name, w, fromMutation)})
+			errs = append(errs, &podapi.AnnotationError{Key: key, Value: got, Err: fmt.Errorf("differs from the %s limit of container %q (%s bytes): %s", ResourceEPC, c.Name, w, fromMutation)})
 		default:
 			readable(key)
 		}

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	podapi "github.com/podfence/podfence/podapi"
 	"slices"
 
 	"github.com/podfence/podfence/internal/coresched"
-	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -29,15 +29,15 @@ func Mutate(pod *corev1.Pod, cfg *Config) ([]Op, []string, error) {
 	}
 	set := map[string]string{}
 	var remove, warnings []string
-	cur, present := pod.Annotations[nriplugin.AnnotationCPUPools]
+	cur, present := pod.Annotations[podapi.AnnotationCPUPools]
 	if want, ok := cpuPoolsValue(reqs); ok {
-		set[nriplugin.AnnotationCPUPools] = want
+		set[podapi.AnnotationCPUPools] = want
 		if present && cur != want {
-			warnings = append(warnings, fmt.Sprintf("podfence replaced annotation %s=%s with %s, from the pool resources", nriplugin.AnnotationCPUPools, cur, want))
+			warnings = append(warnings, fmt.Sprintf("podfence replaced annotation %s=%s with %s, from the pool resources", podapi.AnnotationCPUPools, cur, want))
 		}
 	} else if present {
-		remove = append(remove, nriplugin.AnnotationCPUPools)
-		warnings = append(warnings, fmt.Sprintf("podfence removed annotation %s=%s: no container asks for a pool resource", nriplugin.AnnotationCPUPools, cur))
+		remove = append(remove, podapi.AnnotationCPUPools)
+		warnings = append(warnings, fmt.Sprintf("podfence removed annotation %s=%s: no container asks for a pool resource", podapi.AnnotationCPUPools, cur))
 	}
 	for k, v := range epc {
 		set[k] = v

@@ -3,6 +3,7 @@ package admission
 import (
 	"errors"
 	"fmt"
+	podapi "github.com/podfence/podfence/podapi"
 	"maps"
 	"slices"
 	"strings"
@@ -37,7 +38,7 @@ func checkPinning(annotations map[string]string, reqs map[string]poolRequest) []
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return []error{&pinning.AnnotationError{Key: key, Value: annotations[key], Err: err}}
+		return []error{&podapi.AnnotationError{Key: key, Value: annotations[key], Err: err}}
 	}
 	return nil
 }

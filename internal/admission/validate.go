@@ -3,9 +3,9 @@ package admission
 import (
 	"errors"
 	"fmt"
+	podapi "github.com/podfence/podfence/podapi"
 
 	"github.com/podfence/podfence/internal/coresched"
-	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -37,14 +37,14 @@ func Validate(pod *corev1.Pod, cfg *Config) error {
 // replaces any other spelling.
 func checkCPUPools(annotations map[string]string, reqs map[string]poolRequest) error {
 	want, needed := cpuPoolsValue(reqs)
-	got, has := annotations[nriplugin.AnnotationCPUPools]
+	got, has := annotations[podapi.AnnotationCPUPools]
 	switch {
 	case !needed && has:
-		return fmt.Errorf("annotation %s=%q is set, but no container asks for a pool resource: %s", nriplugin.AnnotationCPUPools, got, fromMutation)
+		return fmt.Errorf("annotation %s=%q is set, but no container asks for a pool resource: %s", podapi.AnnotationCPUPools, got, fromMutation)
 	case needed && !has:
-		return fmt.Errorf("annotation %s is missing; the pool resources call for %s: %s", nriplugin.AnnotationCPUPools, want, fromMutation)
+		return fmt.Errorf("annotation %s is missing; the pool resources call for %s: %s", podapi.AnnotationCPUPools, want, fromMutation)
 	case got != want:
-		return fmt.Errorf("annotation %s=%q differs from the pool resources, which call for %s: %s", nriplugin.AnnotationCPUPools, got, want, fromMutation)
+		return fmt.Errorf("annotation %s=%q differs from the pool resources, which call for %s: %s", podapi.AnnotationCPUPools, got, want, fromMutation)
 	}
 	return nil
 }

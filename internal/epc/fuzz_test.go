@@ -2,6 +2,7 @@ package epc_test
 
 import (
 	"errors"
+	podapi "github.com/podfence/podfence/podapi"
 	"strings"
 	"testing"
 
@@ -52,7 +53,7 @@ func FuzzResolve(f *testing.F) {
 		if key != wantKey {
 			t.Fatalf("key %q, want %q", key, wantKey)
 		}
-		var ae *epc.AnnotationError
+		var ae *podapi.AnnotationError
 		if err != nil && (!errors.As(err, &ae) || ae.Key != wantKey || !strings.Contains(err.Error(), wantKey)) {
 			t.Fatalf("error %v does not name %s", err, wantKey)
 		}

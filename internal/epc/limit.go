@@ -17,6 +17,7 @@ package epc
 import (
 	"errors"
 	"fmt"
+	"github.com/podfence/podfence/podapi"
 	"math"
 	"strconv"
 	"strings"
@@ -63,24 +64,6 @@ func (l Limit) String() string { return strconv.FormatUint(l.bytes, 10) }
 // MiscMax returns the misc.max line that sets l: "sgx_epc <bytes>".
 func (l Limit) MiscMax() string { return Resource + " " + l.String() }
 
-// AnnotationError is a limit annotation whose value cannot be used. The container that
-// carries it is refused; Err says what is wrong and what is allowed.
-type AnnotationError struct {
-	Key   string
-	Value string
-	Err   error
-}
-
-func (e *AnnotationError) Error() string {
-	v := e.Value
-	if len(v) > maxValueLen {
-		v = strings.ToValidUTF8(v[:maxValueLen], "") + "…"
-	}
-	return fmt.Sprintf("annotation %s=%q: %v", e.Key, v, e.Err)
-}
-
-func (e *AnnotationError) Unwrap() error { return e.Err }
-
 // ParseLimit reads a limit value: decimal bytes or a Kubernetes quantity that is a whole,
 // non-negative number of bytes. Surrounding white space is ignored.
 func ParseLimit(text string) (Limit, error) {
@@ -113,7 +96,7 @@ func ParseLimit(text string) (Limit, error) {
 }
 
 // Resolve returns the limit that pod annotations give the container named container, and
-// the annotation it came from ("" when none is present). A bad value is an *AnnotationError.
+// the annotation it came from ("" when none is present). A bad value is an *podapi.AnnotationError.
 func Resolve(annotations map[string]string, container string) (Limit, string, error) {
 	for _, key := range []string{AnnotationContainerPrefix + container, AnnotationPod, Annotation} {
 		v, ok := annotations[key]
@@ -122,7 +105,7 @@ func Resolve(annotations map[string]string, container string) (Limit, string, er
 		}
 		l, err := ParseLimit(v)
 		if err != nil {
-			return Limit{}, key, &AnnotationError{Key: key, Value: v, Err: err}
+			return Limit{}, key, &podapi.AnnotationError{Key: key, Value: v, Err: err}
 		}
 		return l, key, nil
 	}

@@ -2,6 +2,7 @@ package epc_test
 
 import (
 	"errors"
+	podapi "github.com/podfence/podfence/podapi"
 	"strings"
 	"testing"
 
@@ -87,8 +88,8 @@ func TestResolve(t *testing.T) {
 			wantKey: ctrKey, wantErr: `annotation epc-limit.nri.io/container.app="1 MiB": not a number of bytes: ` + want},
 		{name: "bad pod value", annotations: map[string]string{podKey: "-4"},
 			wantKey: podKey, wantErr: `annotation epc-limit.nri.io/pod="-4": negative: ` + want},
-		{name: "long value is cut in the message", annotations: map[string]string{anyKey: strings.Repeat("9", 70)},
-			wantKey: anyKey, wantErr: `annotation epc-limit.nri.io="` + strings.Repeat("9", 64) + `…": value is 70 bytes long: ` + want},
+		{name: "long value is cut in the message", annotations: map[string]string{anyKey: strings.Repeat("9", 250)},
+			wantKey: anyKey, wantErr: `annotation epc-limit.nri.io="` + strings.Repeat("9", 200) + `…": value is 250 bytes long: ` + want},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, key, err := epc.Resolve(tc.annotations, "app")
@@ -96,7 +97,7 @@ func TestResolve(t *testing.T) {
 				t.Errorf("key %q, want %q", key, tc.wantKey)
 			}
 			if tc.wantErr != "" {
-				var ae *epc.AnnotationError
+				var ae *podapi.AnnotationError
 				if !errors.As(err, &ae) || ae.Key != tc.wantKey || ae.Value != tc.annotations[tc.wantKey] {
 					t.Fatalf("error %#v, want an *AnnotationError for %s", err, tc.wantKey)
 				}

@@ -7,12 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"log/slog"
 	"maps"
 	"strings"
 	"time"
 
-	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
@@ -72,7 +72,7 @@ type Config struct {
 
 	// CoreSched is SMT core scheduling (package coresched): cookies per pod group. Its
 	// CgroupRoot defaults to CgroupRoot's.
-	CoreSched coresched.Config
+	CoreSched csenforce.Config
 
 	// PublishNode labels and annotates the Node (NodeName) with its core-scheduling support
 	// and physical cores for the scheduler extender (package nodeinfo), through Kubeconfig or
@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.PublishNode { // for the scheduler extender; never blocks (package nodeinfo)
 		cores := len(node.Topology.Cores())
 		nodeinfo.Start(ctx, cfg.Kubeconfig, cfg.NodeName, func() nodeinfo.Info {
-			r, _ := cs.State().(coresched.Report)
+			r, _ := cs.State().(csenforce.Report)
 			return nodeinfo.Info{CoreSched: r.Supported, PhysicalCores: cores}
 		}, log.With("component", "nodeinfo"))
 	}

@@ -3,6 +3,7 @@ package nodeagent_test
 import (
 	"context"
 	"fmt"
+	podapi "github.com/podfence/podfence/podapi"
 	"io"
 	"log/slog"
 	"os"
@@ -80,7 +81,7 @@ func TestRunServesTheRuntime(t *testing.T) {
 	}
 
 	pod := &api.PodSandbox{Id: "p1", Uid: "uid1", Name: "p", Namespace: "ns",
-		Annotations: map[string]string{nriplugin.AnnotationCPUPools: `{"app": {"exclusive_a": 2}}`}}
+		Annotations: map[string]string{podapi.AnnotationCPUPools: `{"app": {"exclusive_a": 2}}`}}
 	ctr := &api.Container{Id: "c1", PodSandboxId: "p1", Name: "app"}
 	rpl, err := rt.Create(ctx, pod, ctr)
 	if err != nil {

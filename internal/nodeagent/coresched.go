@@ -3,9 +3,9 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"log/slog"
 
-	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -13,12 +13,12 @@ import (
 // coreSched builds the core-scheduling extension (the real prctl) and runs its process-event
 // watcher and reconcile until ctx ends. A node that cannot make cookies still gets it: it
 // refuses or reports pods that explicitly ask for a group.
-func coreSched(ctx context.Context, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*coresched.Manager, error) {
+func coreSched(ctx context.Context, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*csenforce.Manager, error) {
 	c := cfg.CoreSched
 	if c.CgroupRoot == "" {
 		c.CgroupRoot = cfg.CgroupRoot
 	}
-	m, err := coresched.New(c, kernel.Prctl{}, reg, log)
+	m, err := csenforce.New(c, kernel.Prctl{}, reg, log)
 	if err != nil {
 		return nil, fmt.Errorf("core scheduling: %w", err)
 	}

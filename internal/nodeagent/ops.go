@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	podapi "github.com/podfence/podfence/podapi"
 	"log/slog"
 	"maps"
 	"os"
@@ -122,7 +123,7 @@ func (o *ops) Refused(pod *api.PodSandbox, ctr *api.Container, err error) {
 // refusalReason names why a container was refused, for the metric and the Event.
 func refusalReason(err error) string {
 	var r *plan.Refusal
-	var ae *nriplugin.AnnotationError
+	var ae *podapi.AnnotationError
 	switch {
 	case errors.As(err, &r):
 		return r.Code

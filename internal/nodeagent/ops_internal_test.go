@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	podapi "github.com/podfence/podfence/podapi"
 	"io"
 	"log/slog"
 	"slices"
@@ -83,7 +84,7 @@ func TestRefusalReason(t *testing.T) {
 		want string
 	}{
 		{err: &plan.Refusal{Code: plan.CodeUnknownPool}, want: "UnknownPool"},
-		{err: &nriplugin.AnnotationError{Key: "k"}, want: "InvalidAnnotation"},
+		{err: &podapi.AnnotationError{Key: "k"}, want: "InvalidAnnotation"},
 		{err: fmt.Errorf("epc: %w: no misc", epc.ErrUnsupported), want: "EPCUnsupported"},
 		{err: fmt.Errorf("coresched: group g: %w", kernel.ErrNoSMT), want: "CoreSchedulingUnavailable"},
 		{err: io.EOF, want: "Refused"},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"github.com/podfence/podfence/internal/dashboard"
+	podapi "github.com/podfence/podfence/podapi"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,7 +17,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/internal/nodeagent"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"
-	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
 	"github.com/podfence/podfence/internal/observe/metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -42,7 +42,7 @@ func TestOperations(t *testing.T) {
 	rt.WaitSynced(t, 1) // the agent
 
 	pod := &api.PodSandbox{Id: "p1", Uid: "uid-1", Name: "web", Namespace: "shop", Annotations: map[string]string{
-		nriplugin.AnnotationCPUPools:     `{"app": {"exclusive_a": 2, "shared_s": 100}, "huge": {"exclusive_a": 3}}`,
+		podapi.AnnotationCPUPools:        `{"app": {"exclusive_a": 2, "shared_s": 100}, "huge": {"exclusive_a": 3}}`,
 		"epc-limit.nri.io/container.app": "1Mi"}}
 	rt.create(t, pod, "app", cgroupstest.ContainerSystemd, true)
 	rt.create(t, pod, "huge", "/kubepods/poduid-1/huge", false)

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	podapi "github.com/podfence/podfence/podapi"
 	"io"
 	"log/slog"
 	"strings"
@@ -52,7 +53,7 @@ func TestPendingPoolConfigReported(t *testing.T) {
 	a := nriplugin.New(testNode(t, poolsBefore), store, log, nriplugin.Options{})
 	defer a.Close()
 	pod := &api.PodSandbox{Id: "s1", Uid: "uid-1", Name: "web", Namespace: "shop",
-		Annotations: map[string]string{nriplugin.AnnotationCPUPools: `{"app": {"shared_s": 500}}`}}
+		Annotations: map[string]string{podapi.AnnotationCPUPools: `{"app": {"shared_s": 500}}`}}
 	ctr := &api.Container{Id: "c1", PodSandboxId: "s1", Name: "app"}
 	if _, _, err := a.CreateContainer(context.Background(), pod, ctr); err != nil {
 		t.Fatal(err)

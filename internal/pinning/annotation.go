@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/podfence/podfence/podapi"
 	"io"
 	"reflect"
 	"strconv"
@@ -67,23 +68,6 @@ func (s Spec) For(container string) ([]Process, bool) {
 	return nil, false
 }
 
-// AnnotationError is a bad pinning annotation: its key, its value and what is wrong.
-type AnnotationError struct {
-	Key   string
-	Value string
-	Err   error
-}
-
-func (e *AnnotationError) Error() string {
-	v := e.Value
-	if len(v) > 200 {
-		v = v[:200] + "..."
-	}
-	return fmt.Sprintf("annotation %s=%q: %v", e.Key, v, e.Err)
-}
-
-func (e *AnnotationError) Unwrap() error { return e.Err }
-
 // FromAnnotations finds the pinning annotation among a pod's annotations and parses it.
 // ok is false when the pod has neither key.
 func FromAnnotations(annotations map[string]string) (spec Spec, ok bool, err error) {
@@ -110,11 +94,11 @@ type wireProcess struct {
 }
 
 // Parse parses the value of the annotation named key (used in errors only). Every error is
-// an *AnnotationError whose Err names the container, process and field at fault.
+// an *podapi.AnnotationError whose Err names the container, process and field at fault.
 func Parse(key, value string) (Spec, error) {
 	spec, err := parse(value)
 	if err != nil {
-		return Spec{}, &AnnotationError{Key: key, Value: value, Err: err}
+		return Spec{}, &podapi.AnnotationError{Key: key, Value: value, Err: err}
 	}
 	return spec, nil
 }

@@ -2,6 +2,7 @@ package pinning
 
 import (
 	"errors"
+	"github.com/podfence/podfence/podapi"
 	"reflect"
 	"strings"
 	"testing"
@@ -90,7 +91,7 @@ func TestParseErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(Key, tc.value)
-			var ae *AnnotationError
+			var ae *podapi.AnnotationError
 			if !errors.As(err, &ae) {
 				t.Fatalf("error %v is not an *AnnotationError", err)
 			}
@@ -107,7 +108,7 @@ func TestParseErrors(t *testing.T) {
 func TestAnnotationErrorTruncatesLongValues(t *testing.T) {
 	value := "[" + strings.Repeat(" ", 300) + "x]"
 	_, err := Parse(CPUPoolerKey, value)
-	if msg := err.Error(); strings.Contains(msg, strings.Repeat(" ", 200)) || !strings.Contains(msg, `..."`) || !strings.HasPrefix(msg, "annotation nokia.k8s.io/cpus=") {
+	if msg := err.Error(); strings.Contains(msg, strings.Repeat(" ", 200)) || !strings.Contains(msg, `…"`) || !strings.HasPrefix(msg, "annotation nokia.k8s.io/cpus=") {
 		t.Errorf("error %q: want the value cut at 200 bytes", msg)
 	}
 }
@@ -134,7 +135,7 @@ func TestFromAnnotations(t *testing.T) {
 			if ok != tc.wantOK {
 				t.Fatalf("ok = %v, want %v", ok, tc.wantOK)
 			}
-			var ae *AnnotationError
+			var ae *podapi.AnnotationError
 			if tc.wantErrKey != "" {
 				if !errors.As(err, &ae) || ae.Key != tc.wantErrKey {
 					t.Fatalf("error %v: want an *AnnotationError for %s", err, tc.wantErrKey)

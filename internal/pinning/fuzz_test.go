@@ -2,6 +2,7 @@ package pinning
 
 import (
 	"errors"
+	"github.com/podfence/podfence/podapi"
 	"reflect"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value string) {
 		spec, err := Parse(Key, value)
 		if err != nil {
-			var ae *AnnotationError
+			var ae *podapi.AnnotationError
 			if !errors.As(err, &ae) || ae.Key != Key || ae.Value != value || !strings.HasPrefix(err.Error(), "annotation "+Key+"=") {
 				t.Fatalf("error is not an *AnnotationError naming the key and value: %v", err)
 			}

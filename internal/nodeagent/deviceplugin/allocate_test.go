@@ -2,13 +2,13 @@ package deviceplugin
 
 import (
 	"fmt"
+	podapi "github.com/podfence/podfence/podapi"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/podfence/podfence/internal/cpu/plan"
-	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -115,13 +115,13 @@ func TestAllocate(t *testing.T) {
 	}{
 		{name: "exclusive", resource: "exclusive_dp", devices: ids("12,4"),
 			env:         map[string]string{plan.EnvExclusiveCPUs: "4,12"},
-			annotations: map[string]string{nriplugin.AnnotationExclusiveCPUs: "4,12"}},
+			annotations: map[string]string{podapi.AnnotationExclusiveCPUs: "4,12"}},
 		{name: "exclusive range", resource: "exclusive_dp", devices: ids("4,2,3,10"),
 			env:         map[string]string{plan.EnvExclusiveCPUs: "2,3,4,10"},
-			annotations: map[string]string{nriplugin.AnnotationExclusiveCPUs: "2-4,10"}},
+			annotations: map[string]string{podapi.AnnotationExclusiveCPUs: "2-4,10"}},
 		{name: "singleThreaded", resource: "exclusive_rt", devices: ids("7"),
 			env:         map[string]string{plan.EnvExclusiveCPUs: "7"},
-			annotations: map[string]string{nriplugin.AnnotationExclusiveCPUs: "7"}},
+			annotations: map[string]string{podapi.AnnotationExclusiveCPUs: "7"}},
 		{name: "shared", resource: "shared_caas", devices: sharedIDs(0, 500),
 			env: map[string]string{plan.EnvSharedCPUs: "1,9"}},
 		{name: "CPU of another pool", resource: "exclusive_dp", devices: ids("2,1"),
@@ -151,8 +151,8 @@ func TestAllocate(t *testing.T) {
 			if !maps.Equal(r.Envs, tc.env) || !maps.Equal(r.Annotations, tc.annotations) {
 				t.Errorf("env %v annotations %v\nwant env %v annotations %v", r.Envs, r.Annotations, tc.env, tc.annotations)
 			}
-			if v, ok := r.Annotations[nriplugin.AnnotationExclusiveCPUs]; ok {
-				if cpus, err := nriplugin.ParseExclusiveCPUs(v); err != nil || cpus.Size() != len(tc.devices) {
+			if v, ok := r.Annotations[podapi.AnnotationExclusiveCPUs]; ok {
+				if cpus, err := podapi.ParseExclusiveCPUs(v); err != nil || cpus.Size() != len(tc.devices) {
 					t.Errorf("the agent reads %q as %v, %v", v, cpus, err)
 				}
 			}

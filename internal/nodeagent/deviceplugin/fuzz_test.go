@@ -1,10 +1,10 @@
 package deviceplugin
 
 import (
+	podapi "github.com/podfence/podfence/podapi"
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
@@ -23,7 +23,7 @@ func FuzzDeviceIDs(f *testing.F) {
 		for _, r := range res {
 			resp, err := r.allocate(devs)
 			if err == nil && r.exclusive {
-				cpus, perr := nriplugin.ParseExclusiveCPUs(resp.Annotations[nriplugin.AnnotationExclusiveCPUs])
+				cpus, perr := podapi.ParseExclusiveCPUs(resp.Annotations[podapi.AnnotationExclusiveCPUs])
 				if want, _ := r.cpusOf(devs); perr != nil || !cpus.Equals(want) {
 					t.Errorf("%s: devices %q → annotation %q → %v, %v", r.name, devs, resp.Annotations, cpus, perr)
 				}

@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"fmt"
+	podapi "github.com/podfence/podfence/podapi"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,7 +12,6 @@ import (
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/cpuset"
 )
@@ -185,7 +185,7 @@ func (r *resource) allocate(ids []string) (*pluginapi.ContainerAllocateResponse,
 	}
 	return &pluginapi.ContainerAllocateResponse{
 		Envs:        map[string]string{plan.EnvExclusiveCPUs: commaList(cpus)},
-		Annotations: map[string]string{nriplugin.AnnotationExclusiveCPUs: cpus.String()},
+		Annotations: map[string]string{podapi.AnnotationExclusiveCPUs: cpus.String()},
 	}, nil
 }
 

@@ -6,7 +6,7 @@
 // Per event:
 //   - Synchronize: rebuild the state from the runtime's containers and the checkpoint;
 //     containers keep the CPUs they run on, and none is ever updated.
-//   - CreateContainer: plan the container (see AnnotationCPUPools, AnnotationExclusiveCPUs)
+//   - CreateContainer: plan the container (see podapi.AnnotationCPUPools, podapi.AnnotationExclusiveCPUs)
 //     and return cpuset.cpus, cpuset.mems, the CFS quota/period of a shared-pool share, and
 //     EXCLUSIVE_CPUS / SHARED_CPUS.
 //   - UpdateContainer: a resource update that would change what podfence set is answered

@@ -1,6 +1,7 @@
 package nriplugin_test
 
 import (
+	podapi "github.com/podfence/podfence/podapi"
 	"strings"
 	"testing"
 
@@ -16,10 +17,10 @@ func setup(t *testing.T, opts nriplugin.Options) (*runtime, *agentRun) {
 	return rt, ar
 }
 
-func poolReq(v string) map[string]string { return map[string]string{nriplugin.AnnotationCPUPools: v} }
+func poolReq(v string) map[string]string { return map[string]string{podapi.AnnotationCPUPools: v} }
 
 func exclusiveCPUs(v string) map[string]string {
-	return map[string]string{nriplugin.AnnotationExclusiveCPUs: v}
+	return map[string]string{podapi.AnnotationExclusiveCPUs: v}
 }
 
 // want is what a created container must run with.

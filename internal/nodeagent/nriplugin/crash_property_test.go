@@ -3,6 +3,7 @@ package nriplugin_test
 import (
 	"context"
 	"fmt"
+	podapi "github.com/podfence/podfence/podapi"
 	"io"
 	"log/slog"
 	"maps"
@@ -101,9 +102,9 @@ func (tr *trace) request() (pool string, ctrAnn map[string]string) {
 	case 5: // the device plugin's choice, free or not
 		cpus := []int{4, 5, 6, 7, 12, 13, 14, 15}
 		tr.rng.Shuffle(len(cpus), func(i, j int) { cpus[i], cpus[j] = cpus[j], cpus[i] })
-		return "", map[string]string{nriplugin.AnnotationExclusiveCPUs: cpuset.New(cpus[:1+tr.rng.IntN(2)]...).String()}
+		return "", map[string]string{podapi.AnnotationExclusiveCPUs: cpuset.New(cpus[:1+tr.rng.IntN(2)]...).String()}
 	default:
-		return "", map[string]string{nriplugin.AnnotationExclusiveCPUs: fmt.Sprint(2 + tr.rng.IntN(2))}
+		return "", map[string]string{podapi.AnnotationExclusiveCPUs: fmt.Sprint(2 + tr.rng.IntN(2))}
 	}
 }
 
@@ -119,7 +120,7 @@ func (tr *trace) runPod() {
 		}
 	}
 	pod := &api.PodSandbox{Id: id, Uid: "uid-" + id, Namespace: "ns", Name: "p" + id,
-		Annotations: map[string]string{nriplugin.AnnotationCPUPools: "{" + strings.Join(entries, ", ") + "}"}}
+		Annotations: map[string]string{podapi.AnnotationCPUPools: "{" + strings.Join(entries, ", ") + "}"}}
 	tr.pods[id] = pod
 	tr.wants[id] = names
 	_ = tr.agent.RunPodSandbox(context.Background(), pod)

@@ -3,6 +3,7 @@ package nriplugin_test
 import (
 	"context"
 	"fmt"
+	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"io"
 	"log/slog"
 	goruntime "runtime"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
-	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
@@ -50,7 +50,7 @@ func TestHandlerWorkFlatInK(t *testing.T) {
 // turned off (as on a node without core scheduling): it still books every container.
 func coreschedOff(tb testing.TB) nriplugin.Extension {
 	dir := tb.TempDir()
-	m, err := coresched.New(coresched.Config{Disabled: true, ProcRoot: dir, CgroupRoot: dir}, kernel.Prctl{}, nil,
+	m, err := csenforce.New(csenforce.Config{Disabled: true, ProcRoot: dir, CgroupRoot: dir}, kernel.Prctl{}, nil,
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)

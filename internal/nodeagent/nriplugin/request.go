@@ -2,6 +2,7 @@ package nriplugin
 
 import (
 	"fmt"
+	"github.com/podfence/podfence/podapi"
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
@@ -17,41 +18,41 @@ func keyOf(pod *api.PodSandbox, ctr *api.Container) allocation.Key {
 	return allocation.Key{PodUID: pod.GetUid(), Container: ctr.GetName()}
 }
 
-// containerOf reads what ctr asks for from its annotations (see AnnotationExclusiveCPUs and
-// AnnotationCPUPools). The pool request comes from the pod's annotations, or from the
+// containerOf reads what ctr asks for from its annotations (see podapi.AnnotationExclusiveCPUs and
+// podapi.AnnotationCPUPools). The pool request comes from the pod's annotations, or from the
 // container's when the runtime copied it there. Exact CPUs from the device plugin select the
 // exclusive pool that holds them; a pool request may add a shared-pool share beside them.
 func (a *Agent) containerOf(pod *api.PodSandbox, ctr *api.Container) (plan.Container, error) {
 	c := plan.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: ctr.GetName()}
-	v, ok := pod.GetAnnotations()[AnnotationCPUPools]
+	v, ok := pod.GetAnnotations()[podapi.AnnotationCPUPools]
 	if !ok {
-		v, ok = ctr.GetAnnotations()[AnnotationCPUPools]
+		v, ok = ctr.GetAnnotations()[podapi.AnnotationCPUPools]
 	}
 	if ok {
-		byCtr, err := ParseCPUPoolsFor(v, c.Name)
+		byCtr, err := podapi.ParseCPUPoolsFor(v, c.Name)
 		if err != nil {
 			return c, err
 		}
 		c.Request = byCtr[c.Name]
 	}
-	v, ok = ctr.GetAnnotations()[AnnotationExclusiveCPUs]
+	v, ok = ctr.GetAnnotations()[podapi.AnnotationExclusiveCPUs]
 	if !ok {
 		return c, nil
 	}
-	cpus, err := ParseExclusiveCPUs(v)
+	cpus, err := podapi.ParseExclusiveCPUs(v)
 	if err != nil {
 		return c, err
 	}
 	pool, err := a.exclusivePoolOf(cpus)
 	if err != nil {
-		return c, &AnnotationError{Key: AnnotationExclusiveCPUs, Value: v, Err: err}
+		return c, &podapi.AnnotationError{Key: podapi.AnnotationExclusiveCPUs, Value: v, Err: err}
 	}
 	req := plan.Request{}
 	for name, q := range c.Request {
 		if pools.TypeOf(name) == allocation.TypeExclusive && name != pool {
-			return c, &AnnotationError{Key: AnnotationExclusiveCPUs, Value: v, Err: fmt.Errorf(
+			return c, &podapi.AnnotationError{Key: podapi.AnnotationExclusiveCPUs, Value: v, Err: fmt.Errorf(
 				"CPUs %s are in pool %q, but annotation %s asks pool %q for this container: "+
-					"the device plugin and the pool request must name the same exclusive pool", cpus, pool, AnnotationCPUPools, name)}
+					"the device plugin and the pool request must name the same exclusive pool", cpus, pool, podapi.AnnotationCPUPools, name)}
 		}
 		req[name] = q
 	}

@@ -2,6 +2,7 @@ package nriplugin_test
 
 import (
 	"errors"
+	podapi "github.com/podfence/podfence/podapi"
 	"strings"
 	"sync"
 	"testing"
@@ -86,7 +87,7 @@ func TestReporters(t *testing.T) {
 	if _, err := rt.create(pod, "big", nil); err == nil {
 		t.Fatal("999 CPUs given")
 	}
-	if _, err := rt.create(pod, "other", map[string]string{nriplugin.AnnotationExclusiveCPUs: "x"}); err == nil {
+	if _, err := rt.create(pod, "other", map[string]string{podapi.AnnotationExclusiveCPUs: "x"}); err == nil {
 		t.Fatal("bad annotation accepted")
 	}
 	good.mu.Lock()

@@ -2,6 +2,7 @@ package enforce_test
 
 import (
 	"context"
+	podapi "github.com/podfence/podfence/podapi"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,7 +29,7 @@ func TestThroughNRI(t *testing.T) {
 	ctx := context.Background()
 
 	pod := kataPod()
-	pod.Annotations = map[string]string{nriplugin.AnnotationCPUPools: `{"c1": {"shared_s": 500}}`}
+	pod.Annotations = map[string]string{podapi.AnnotationCPUPools: `{"c1": {"shared_s": 500}}`}
 	if err := rt.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}); err != nil {
 		t.Fatal(err)
 	}

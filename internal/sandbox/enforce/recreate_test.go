@@ -2,13 +2,13 @@ package enforce_test
 
 import (
 	"context"
+	podapi "github.com/podfence/podfence/podapi"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/internal/cpu/plan"
-	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/sandbox/host"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -63,7 +63,7 @@ func TestSandboxRecreated(t *testing.T) {
 	f := newFixture(t, "v1")
 	rt := startAgent(t, f)
 	ctx := context.Background()
-	cpuPools := map[string]string{nriplugin.AnnotationCPUPools: `{"c1": {"shared_s": 500}}`}
+	cpuPools := map[string]string{podapi.AnnotationCPUPools: `{"c1": {"shared_s": 500}}`}
 
 	old := kataPod()
 	old.Annotations = cpuPools

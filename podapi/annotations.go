@@ -1,4 +1,4 @@
-package nriplugin
+package podapi
 
 import (
 	"bytes"

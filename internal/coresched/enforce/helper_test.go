@@ -1,4 +1,4 @@
-package coresched
+package enforce
 
 import (
 	"bufio"

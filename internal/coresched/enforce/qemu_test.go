@@ -1,4 +1,4 @@
-package coresched
+package enforce
 
 // Real-kernel tests: they need SMT, CONFIG_SCHED_CORE and cgroup v2, so
 // they run only in the QEMU guest of hack/qemu/run-go-test.sh (PODFENCE_IN_QEMU=1). Real

@@ -1,8 +1,9 @@
-package coresched
+package enforce
 
 import (
 	"errors"
 	"fmt"
+	"github.com/podfence/podfence/internal/coresched"
 	"log/slog"
 	"os"
 	"sync"
@@ -27,8 +28,8 @@ type Config struct {
 	// Disabled turns core scheduling off: no kernel calls, and explicit requests are
 	// treated as on a node without support.
 	Disabled     bool
-	DefaultGroup DefaultGroup
-	Policy       Policy
+	DefaultGroup coresched.DefaultGroup
+	Policy       coresched.Policy
 	// ProcRoot ("/proc") and CgroupRoot ("/sys/fs/cgroup") are the host's trees.
 	ProcRoot, CgroupRoot string
 	// ReconcileEvery is the period of the cgroup.procs sweep (default 10 s).
@@ -92,7 +93,7 @@ func New(cfg Config, k Kernel, reg prometheus.Registerer, log *slog.Logger) (*Ma
 	m.setUnusable(err)
 	if err != nil {
 		log.Warn("core scheduling unavailable: containers run without cookies", "reason", err,
-			"policy", cfg.Policy, "explicitGroups", map[Policy]string{Strict: "refused", BestEffort: "reported"}[cfg.Policy])
+			"policy", cfg.Policy, "explicitGroups", map[coresched.Policy]string{coresched.Strict: "refused", coresched.BestEffort: "reported"}[cfg.Policy])
 	} else {
 		log.Info("core scheduling on", "policy", cfg.Policy, "defaultGroup", cfg.DefaultGroup, "cgroups", cg.String(),
 			"reconcileEvery", cfg.ReconcileEvery)
@@ -102,10 +103,10 @@ func New(cfg Config, k Kernel, reg prometheus.Registerer, log *slog.Logger) (*Ma
 
 func withDefaults(c Config) Config {
 	if c.DefaultGroup == "" {
-		c.DefaultGroup = ByNamespace
+		c.DefaultGroup = coresched.ByNamespace
 	}
 	if c.Policy == "" {
-		c.Policy = Strict
+		c.Policy = coresched.Strict
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"

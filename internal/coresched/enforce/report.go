@@ -1,7 +1,8 @@
-package coresched
+package enforce
 
 import (
 	"fmt"
+	"github.com/podfence/podfence/internal/coresched"
 	"strings"
 
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
@@ -18,8 +19,8 @@ var (
 type Report struct {
 	Supported    bool                        `json:"supported"`
 	Reason       string                      `json:"reason,omitempty"` // why no cookies can be made
-	Policy       Policy                      `json:"policy"`
-	DefaultGroup DefaultGroup                `json:"defaultGroup"`
+	Policy       coresched.Policy            `json:"policy"`
+	DefaultGroup coresched.DefaultGroup      `json:"defaultGroup"`
 	Watching     bool                        `json:"watching"` // the process-event watcher is subscribed
 	Groups       int                         `json:"groups"`   // groups with a cookie
 	Containers   []status.CoreSchedContainer `json:"containers,omitempty"`

@@ -1,7 +1,8 @@
-package coresched
+package enforce
 
 import (
 	"cmp"
+	"github.com/podfence/podfence/internal/coresched"
 	"slices"
 
 	"github.com/podfence/podfence/internal/coresched/kernel"
@@ -29,7 +30,7 @@ type member struct {
 	Pod     string // namespace/name
 	Sandbox string // the pod sandbox ID: a re-created sandbox of the pod has another
 	Name    string // container name; "" for the pod sandbox
-	Group   Group
+	Group   coresched.Group
 	Cgroup  string // cgroup path inside the hierarchy ("" when unknown)
 	Pid     int    // a task that was given the cookie (it may have exited since)
 	Start   uint64 // start time of its oldest process, for "oldest member"
@@ -158,7 +159,7 @@ func (b *book) inCgroup(path string) (member, kernel.Cookie, bool) {
 }
 
 // cookie returns group g's recorded cookie, 0 when it has none.
-func (b *book) cookie(g Group) kernel.Cookie {
+func (b *book) cookie(g coresched.Group) kernel.Cookie {
 	if r := b.groups[g.ID()]; r != nil {
 		return r.cookie
 	}
@@ -166,7 +167,7 @@ func (b *book) cookie(g Group) kernel.Cookie {
 }
 
 // sources returns g's members, oldest first: where to look for a task to share from.
-func (b *book) sources(g Group) []member {
+func (b *book) sources(g coresched.Group) []member {
 	r := b.groups[g.ID()]
 	if r == nil {
 		return nil

@@ -1,7 +1,8 @@
-package coresched
+package enforce
 
 import (
 	"encoding/json"
+	"github.com/podfence/podfence/internal/coresched"
 	"testing"
 
 	"github.com/podfence/podfence/internal/coresched/kernel"
@@ -36,8 +37,8 @@ func TestState(t *testing.T) {
 func TestDegraded(t *testing.T) {
 	n := newFakeNode(t)
 	n.support.Err = kernel.ErrNoSMT
-	m, _ := n.manager(Config{Policy: BestEffort})
-	asked, implicit := fakePod("p1", "shop", LabelGroup, "a"), fakePod("p2", "shop")
+	m, _ := n.manager(Config{Policy: coresched.BestEffort})
+	asked, implicit := fakePod("p1", "shop", coresched.LabelGroup, "a"), fakePod("p2", "shop")
 	must(t, m.StartContainer(ctx, asked, fakeCtr(asked, "web", 0)))
 	must(t, m.StartContainer(ctx, implicit, fakeCtr(implicit, "db", 0)))
 	d := m.Degraded()

@@ -1,9 +1,10 @@
-package coresched
+package enforce
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/podfence/podfence/internal/coresched"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,12 +20,12 @@ import (
 var ctx = context.Background()
 
 func TestParsePolicy(t *testing.T) {
-	for in, want := range map[string]Policy{"": Strict, "strict": Strict, "best-effort": BestEffort} {
-		if got, err := ParsePolicy(in); err != nil || got != want {
+	for in, want := range map[string]coresched.Policy{"": coresched.Strict, "strict": coresched.Strict, "best-effort": coresched.BestEffort} {
+		if got, err := coresched.ParsePolicy(in); err != nil || got != want {
 			t.Errorf("ParsePolicy(%q) = %q, %v", in, got, err)
 		}
 	}
-	if _, err := ParsePolicy("lax"); err == nil || err.Error() != `core scheduling policy "lax": want strict or best-effort` {
+	if _, err := coresched.ParsePolicy("lax"); err == nil || err.Error() != `core scheduling policy "lax": want strict or best-effort` {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -35,25 +36,25 @@ func TestCreateContainerPolicy(t *testing.T) {
 		name     string
 		probe    error
 		disabled bool
-		policy   Policy
+		policy   coresched.Policy
 		labels   []string
 		err      string
 	}{
-		{name: "supported, explicit group", labels: []string{LabelGroup, "a"}},
+		{name: "supported, explicit group", labels: []string{coresched.LabelGroup, "a"}},
 		{name: "no SMT, unlabelled: report only", probe: noSMT},
-		{name: "no SMT, policy none", probe: noSMT, labels: []string{LabelPolicy, "none"}},
-		{name: "no SMT, explicit group, strict", probe: noSMT, labels: []string{LabelGroup, "a"},
+		{name: "no SMT, policy none", probe: noSMT, labels: []string{coresched.LabelPolicy, "none"}},
+		{name: "no SMT, explicit group, strict", probe: noSMT, labels: []string{coresched.LabelGroup, "a"},
 			err: "pod asks for core-scheduling group group:a, but this node cannot give it a cookie: probe: fake probe: " +
 				"no SMT: core scheduling needs sibling hyperthreads (run it on a node with SMT and core scheduling, " +
 				"or set the agent's --coresched-policy best-effort)"},
-		{name: "no SMT, Koordinator exclusive, strict", probe: noSMT, labels: []string{KoordLabelPolicy, "exclusive"},
+		{name: "no SMT, Koordinator exclusive, strict", probe: noSMT, labels: []string{coresched.KoordLabelPolicy, "exclusive"},
 			err: "pod asks for core-scheduling group pod:uid-p1"},
-		{name: "no SMT, explicit group, best-effort", probe: noSMT, policy: BestEffort, labels: []string{LabelGroup, "a"}},
-		{name: "turned off, explicit group, strict", disabled: true, labels: []string{LabelGroup, "a"},
+		{name: "no SMT, explicit group, best-effort", probe: noSMT, policy: coresched.BestEffort, labels: []string{coresched.LabelGroup, "a"}},
+		{name: "turned off, explicit group, strict", disabled: true, labels: []string{coresched.LabelGroup, "a"},
 			err: "this node cannot give it a cookie: core scheduling is turned off on this node"},
-		{name: "bad label, strict", labels: []string{LabelPolicy, "shared"},
+		{name: "bad label, strict", labels: []string{coresched.LabelPolicy, "shared"},
 			err: `core scheduling: label podfence.io/core-sched-policy="shared": unknown policy`},
-		{name: "bad label, best-effort", policy: BestEffort, labels: []string{LabelPolicy, "shared"}},
+		{name: "bad label, best-effort", policy: coresched.BestEffort, labels: []string{coresched.LabelPolicy, "shared"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newFakeNode(t)
@@ -136,7 +137,7 @@ func TestStartOrder(t *testing.T) {
 // its cgroup's cgroup.procs (here a systemd-driver path).
 func TestStartFindsInit(t *testing.T) {
 	n := newFakeNode(t)
-	m, _ := n.manager(Config{DefaultGroup: ByPod})
+	m, _ := n.manager(Config{DefaultGroup: coresched.ByPod})
 	pod := fakePod("p1", "shop")
 	ctr := fakeCtr(pod, "app", 0)
 	ctr.Linux.CgroupsPath = "kubepods-besteffort-podp1.slice:cri-containerd:abc"
@@ -163,17 +164,17 @@ func TestStartWithoutCookie(t *testing.T) {
 		name   string
 		probe  error
 		labels []string
-		def    DefaultGroup
+		def    coresched.DefaultGroup
 		want   State
 	}{
-		{name: "policy none", labels: []string{LabelPolicy, "none"}, want: StateNone},
-		{name: "default none", def: NoGroup, want: StateNone},
+		{name: "policy none", labels: []string{coresched.LabelPolicy, "none"}, want: StateNone},
+		{name: "default none", def: coresched.NoGroup, want: StateNone},
 		{name: "no core scheduling", probe: kernel.ErrNoSchedCore, want: StateUnsupported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newFakeNode(t)
 			n.support.Err = tc.probe
-			m, _ := n.manager(Config{DefaultGroup: tc.def, Policy: BestEffort})
+			m, _ := n.manager(Config{DefaultGroup: tc.def, Policy: coresched.BestEffort})
 			pod := fakePod("p1", "shop", tc.labels...)
 			ctr := fakeCtr(pod, "app", 110)
 			n.spawn(cgroupOf(ctr), 110)
@@ -207,7 +208,7 @@ func TestGuard(t *testing.T) {
 	if err := os.Mkdir(gi, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pod := fakePod("p1", "shop", LabelGroup, "a")
+	pod := fakePod("p1", "shop", coresched.LabelGroup, "a")
 	ctr := fakeCtr(pod, "app", 110)
 	n.spawn(cgroupOf(ctr), 110)
 	err := m.StartContainer(ctx, pod, ctr)

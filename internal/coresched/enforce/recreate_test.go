@@ -1,6 +1,7 @@
-package coresched
+package enforce
 
 import (
+	"github.com/podfence/podfence/internal/coresched"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ func TestSandboxRecreated(t *testing.T) {
 	for _, restart := range []bool{false, true} {
 		t.Run(map[bool]string{false: "running", true: "restarted"}[restart], func(t *testing.T) {
 			n := newFakeNode(t)
-			m, reg := n.manager(Config{DefaultGroup: ByPod})
+			m, reg := n.manager(Config{DefaultGroup: coresched.ByPod})
 			old := fakePod("p1", "shop")
 			old.Pid = 100
 			oldApp := fakeCtr(old, "app", 110)
@@ -38,7 +39,7 @@ func TestSandboxRecreated(t *testing.T) {
 			must(t, m.RunPodSandbox(ctx, newer))
 			must(t, m.StartContainer(ctx, newer, newApp))
 			if restart {
-				m, reg = n.manager(Config{DefaultGroup: ByPod})
+				m, reg = n.manager(Config{DefaultGroup: coresched.ByPod})
 				must(t, m.Synchronize(ctx, []*api.PodSandbox{old, newer}, []*api.Container{oldApp, newApp}))
 			}
 			cookie := n.cookieOf(210)

@@ -1,8 +1,9 @@
-package coresched
+package enforce
 
 import (
 	"errors"
 	"fmt"
+	"github.com/podfence/podfence/internal/coresched"
 	"slices"
 
 	"github.com/podfence/podfence/internal/coresched/kernel"
@@ -104,7 +105,7 @@ func (m *Manager) join(mem *member, pids []int) (kernel.Cookie, error) {
 
 // source returns a task of group g's members that carries cookie want: each member's
 // recorded task, else a process of its cgroup. The caller holds m.mu.
-func (m *Manager) source(g Group, want kernel.Cookie) (int, bool) {
+func (m *Manager) source(g coresched.Group, want kernel.Cookie) (int, bool) {
 	for _, s := range m.book.sources(g) {
 		if c, err := m.k.Get(s.Pid); err == nil && c == want {
 			return s.Pid, true

@@ -1,4 +1,4 @@
-package nriplugin_test
+package podapi_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/podfence/podfence/internal/cpu/plan"
-	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/podapi"
 )
 
 func TestParseCPUPools(t *testing.T) {
@@ -44,9 +44,9 @@ func TestParseCPUPools(t *testing.T) {
 		{name: "too long", value: `{"a": {}, "b": "` + strings.Repeat("x", 70000) + `"}`, wantErr: "value is 70018 bytes, over the limit of 65536"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := nriplugin.ParseCPUPools(tc.value)
+			got, err := podapi.ParseCPUPools(tc.value)
 			if tc.wantErr != "" {
-				checkAnnotationError(t, err, nriplugin.AnnotationCPUPools, tc.wantErr, `want JSON {"<container>": {"<pool>": <amount>}}`)
+				checkAnnotationError(t, err, podapi.AnnotationCPUPools, tc.wantErr, `want JSON {"<container>": {"<pool>": <amount>}}`)
 				return
 			}
 			if err != nil {
@@ -68,9 +68,9 @@ func TestParseExclusiveCPUs(t *testing.T) {
 		{value: "99999", wantErr: "99999"},
 	} {
 		t.Run(tc.value, func(t *testing.T) {
-			got, err := nriplugin.ParseExclusiveCPUs(tc.value)
+			got, err := podapi.ParseExclusiveCPUs(tc.value)
 			if tc.wantErr != "" {
-				checkAnnotationError(t, err, nriplugin.AnnotationExclusiveCPUs, tc.wantErr, `want a non-empty Linux CPU list such as "4-5,12"`)
+				checkAnnotationError(t, err, podapi.AnnotationExclusiveCPUs, tc.wantErr, `want a non-empty Linux CPU list such as "4-5,12"`)
 				return
 			}
 			if err != nil || got.String() != tc.want {
@@ -82,7 +82,7 @@ func TestParseExclusiveCPUs(t *testing.T) {
 
 func checkAnnotationError(t *testing.T, err error, key string, wants ...string) {
 	t.Helper()
-	var ae *nriplugin.AnnotationError
+	var ae *podapi.AnnotationError
 	if !errors.As(err, &ae) || ae.Key != key {
 		t.Fatalf("error %v, want an *AnnotationError for %s", err, key)
 	}
@@ -102,9 +102,9 @@ func FuzzParseCPUPools(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		got, err := nriplugin.ParseCPUPools(v)
+		got, err := podapi.ParseCPUPools(v)
 		if err != nil {
-			var ae *nriplugin.AnnotationError
+			var ae *podapi.AnnotationError
 			if !errors.As(err, &ae) || ae.Value != v {
 				t.Fatalf("error %v is not an *AnnotationError with the value", err)
 			}
@@ -135,7 +135,7 @@ func FuzzParseExclusiveCPUs(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		cpus, err := nriplugin.ParseExclusiveCPUs(v)
+		cpus, err := podapi.ParseExclusiveCPUs(v)
 		if err == nil && cpus.IsEmpty() {
 			t.Fatalf("%q: no CPUs and no error", v)
 		}

@@ -1,8 +1,9 @@
-package coresched
+package enforce
 
 import (
 	"context"
 	"fmt"
+	"github.com/podfence/podfence/internal/coresched"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/podfence/podfence/internal/cpu/plan"
@@ -19,8 +20,8 @@ var (
 )
 
 // groupOf maps an NRI pod to its group.
-func (m *Manager) groupOf(pod *api.PodSandbox) (Group, error) {
-	return GroupFor(m.cfg.DefaultGroup, Pod{UID: pod.GetUid(), Namespace: pod.GetNamespace(), Labels: pod.GetLabels()})
+func (m *Manager) groupOf(pod *api.PodSandbox) (coresched.Group, error) {
+	return coresched.GroupFor(m.cfg.DefaultGroup, coresched.Pod{UID: pod.GetUid(), Namespace: pod.GetNamespace(), Labels: pod.GetLabels()})
 }
 
 // CreateContainer refuses a container whose pod explicitly asks for core scheduling
@@ -32,13 +33,13 @@ func (m *Manager) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *a
 	why := m.unusable
 	m.mu.Unlock()
 	switch {
-	case gerr != nil && m.cfg.Policy == Strict:
+	case gerr != nil && m.cfg.Policy == coresched.Strict:
 		return nil, fmt.Errorf("core scheduling: %w", gerr)
 	case gerr != nil:
 		m.log.Warn("core scheduling label unreadable; container runs without a cookie (best-effort)",
 			"pod", podName(pod), "container", ctr.GetName(), "err", gerr)
 	case why == nil || g.None() || !g.Explicit():
-	case m.cfg.Policy == Strict:
+	case m.cfg.Policy == coresched.Strict:
 		return nil, fmt.Errorf("pod asks for core-scheduling group %s, but this node cannot give it a cookie: %w "+
 			"(run it on a node with SMT and core scheduling, or set the agent's --coresched-policy best-effort)", g, why)
 	default:

@@ -1,6 +1,7 @@
-package coresched
+package enforce
 
 import (
+	"github.com/podfence/podfence/internal/coresched"
 	"maps"
 	"slices"
 	"testing"
@@ -55,10 +56,10 @@ func TestConverge(t *testing.T) {
 
 func TestBook(t *testing.T) {
 	b := newBook()
-	g := Group{id: "group:a"}
+	g, _ := coresched.GroupFor(coresched.ByNamespace, coresched.Pod{Namespace: "ns", Labels: map[string]string{coresched.LabelGroup: "a"}})
 	b.put(member{ID: "x", Group: g, Cgroup: "/x", State: StateOK}, 7)
 	b.put(member{ID: "y", Group: g, Cgroup: "/y", State: StateOK}, 7)
-	b.put(member{ID: "n", Group: Group{}, Cgroup: "/n", State: StateNone}, 0)
+	b.put(member{ID: "n", Group: coresched.Group{}, Cgroup: "/n", State: StateNone}, 0)
 	if m, c, ok := b.inCgroup("/y"); !ok || m.ID != "y" || c != 7 {
 		t.Errorf("inCgroup(/y) = %v %v %v", m.ID, c, ok)
 	}

@@ -1,16 +1,16 @@
-package nriplugin_test
+package podapi_test
 
 import (
 	"fmt"
 
-	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/podapi"
 )
 
 func ExampleParseCPUPools() {
-	reqs, err := nriplugin.ParseCPUPools(`{"app": {"exclusive_dp": 2, "shared_caas": "500"}, "sidecar": {}}`)
+	reqs, err := podapi.ParseCPUPools(`{"app": {"exclusive_dp": 2, "shared_caas": "500"}, "sidecar": {}}`)
 	fmt.Println(reqs["app"], reqs["sidecar"], err)
 
-	_, err = nriplugin.ParseCPUPools(`{"app": {"exclusive_dp": 0}}`)
+	_, err = podapi.ParseCPUPools(`{"app": {"exclusive_dp": 0}}`)
 	fmt.Println(err)
 	// Output:
 	// exclusive_dp=2,shared_caas=500  <nil>
