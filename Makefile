@@ -49,7 +49,7 @@ e2e-node:
 # (core scheduling, cgroup v2, misc). The kernel is built once from the in-repo fragment
 # hack/qemu/podfence-kernel.config (PODFENCE_KERNEL_FRAGMENT=<file> builds another) and cached.
 # An entry PKG:REGEXP runs only the tests matching REGEXP there.
-QEMU_PKGS ?= ./internal/coresched/kernel ./internal/coresched ./internal/epc/enforce:TestProbeInQEMUGuest ./internal/sandbox/host:^TestReal
+QEMU_PKGS ?= ./internal/coresched/kernel ./internal/coresched/enforce ./internal/epc/enforce:TestProbeInQEMUGuest ./internal/sandbox/host:^TestReal
 qemu:
 	@for e in $(QEMU_PKGS); do p=$${e%%:*}; r=$${e#$$p}; bash hack/qemu/run-go-test.sh $$p $${r#:} || exit 1; done
 
