@@ -21,6 +21,7 @@ import (
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // The test node: 2 sockets × 4 cores × 2 threads, CPU t*8+c for thread t of core c, so
@@ -106,7 +107,13 @@ func openStore(tb testing.TB, dir string) *checkpoint.Store {
 // Synchronize.
 func startAgent(tb testing.TB, rt *runtime, node *plan.Node, cp nriplugin.Checkpoint, opts nriplugin.Options) *agentRun {
 	tb.Helper()
-	ar := &agentRun{Agent: nriplugin.New(node, cp, testLogger(tb), opts), done: make(chan error, 1)}
+	return startAgentLog(tb, rt, node, cp, opts, testLogger(tb))
+}
+
+// startAgentLog is startAgent with the agent's logger.
+func startAgentLog(tb testing.TB, rt *runtime, node *plan.Node, cp nriplugin.Checkpoint, opts nriplugin.Options, log *slog.Logger) *agentRun {
+	tb.Helper()
+	ar := &agentRun{Agent: nriplugin.New(node, cp, log, opts), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	ar.cancel = cancel
 	go func() {
@@ -243,17 +250,11 @@ func (rt *runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error 
 // waitPlugins waits until n plugins have been synchronized and registered since start.
 func (rt *runtime) waitPlugins(n int) {
 	rt.tb.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	testwait.Eventually(rt.tb, fmt.Sprintf("%d plugins synchronized", n), func() bool {
 		rt.mu.Lock()
-		done := rt.syncs >= 1+n
-		rt.mu.Unlock()
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			rt.tb.Fatalf("%d plugins not synchronized in time", n)
-		}
-	}
+		defer rt.mu.Unlock()
+		return rt.syncs >= 1+n
+	})
 	rt.nri.BlockPluginSync().Unblock()
 }
 

@@ -3,6 +3,7 @@ package nriplugin_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -121,10 +122,18 @@ func TestReconnectAfterRuntimeRestart(t *testing.T) {
 	rt.stop()
 	rt.kill = true
 	rt.start()
-	ar := startAgent(t, rt, newNode(t, testTopology, testPools), openStore(t, t.TempDir()), nriplugin.Options{})
+	failed := make(chan struct{}, 64)
+	log := slog.New(onMessage{Handler: testLogger(t).Handler(), msg: "cannot connect to runtime", ch: failed})
+	ar := startAgentLog(t, rt, newNode(t, testTopology, testPools), openStore(t, t.TempDir()), nriplugin.Options{}, log)
 	a := rt.mustCreate(rt.runPod("a", poolReq(`{"app": {"exclusive_b": 2}}`)), "app", nil)
 	rt.stop()
-	time.Sleep(50 * time.Millisecond) // a few failed attempts
+	for range 2 { // the agent tried and failed while the runtime was away
+		select {
+		case <-failed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the agent did not try to reconnect")
+		}
+	}
 	rt.start()
 	ar.waitSync(t, rt, 2)
 	checkHeld(t, "after reconnect", ar.Allocations(), "a:app:"+a.cpus())
@@ -245,4 +254,29 @@ func TestRunRefusesBadPluginIndex(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `invalid plugin index "1", must be 2 digits`) {
 		t.Errorf("error %v, want the bad index named", err)
 	}
+}
+
+// onMessage is a log handler that also signals ch for each record whose message is msg.
+type onMessage struct {
+	slog.Handler
+	msg string
+	ch  chan struct{}
+}
+
+func (h onMessage) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		select {
+		case h.ch <- struct{}{}:
+		default:
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h onMessage) WithAttrs(as []slog.Attr) slog.Handler {
+	return onMessage{Handler: h.Handler.WithAttrs(as), msg: h.msg, ch: h.ch}
+}
+
+func (h onMessage) WithGroup(name string) slog.Handler {
+	return onMessage{Handler: h.Handler.WithGroup(name), msg: h.msg, ch: h.ch}
 }
