@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds (once) a small x86_64 kernel with SMT core scheduling, cgroup v2 controllers and misc,
 # for real-kernel tests under QEMU. Idempotent: the image is cached by the sha256 of the config
-# fragment, the kernel source version and this recipe; a cached image is reused as is.
+# fragment's option lines (comments and blank lines left out), the kernel source version and this
+# recipe; a cached image is reused as is.
 #
 # Usage: hack/qemu/kernel.sh          prints the bzImage path as the last line of stdout
 # Env:   PODFENCE_KERNEL_CACHE        cache root (default /var/cache/podfence-kernel)
-#        PODFENCE_KERNEL_FRAGMENT     config fragment (default: <repo>/../shared/schedcore-kernel.config
-#                                     followed by hack/qemu/podfence-kernel.config, the options the
-#                                     project adds: the process connector for the exec watcher)
+#        PODFENCE_KERNEL_FRAGMENT     a complete config fragment used instead of the default,
+#                                     hack/qemu/podfence-kernel.config (in the repository)
 #        PODFENCE_KERNEL_JOBS         make -j (default: nproc)
 set -euo pipefail
 
@@ -19,21 +19,17 @@ log() { printf 'kernel.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(git -C "$here" rev-parse --show-toplevel)
 cache_root=${PODFENCE_KERNEL_CACHE:-/var/cache/podfence-kernel}
 jobs=${PODFENCE_KERNEL_JOBS:-$(nproc)}
-if [ -n "${PODFENCE_KERNEL_FRAGMENT:-}" ]; then
-  fragment=$PODFENCE_KERNEL_FRAGMENT
-  [ -r "$fragment" ] || die "config fragment $fragment not found"
-  fragment=$(realpath "$fragment")
-else
-  shared=$repo/../shared/schedcore-kernel.config
-  [ -r "$shared" ] || die "config fragment $shared not found (set PODFENCE_KERNEL_FRAGMENT)"
-  fragment=$(mktemp /tmp/podfence-kernel-fragment.XXXXXX)
-  tmp_fragment=$fragment
-  trap 'rm -f "$tmp_fragment"' EXIT
-  cat "$shared" "$here/podfence-kernel.config" >"$fragment"
-fi
+fragment=${PODFENCE_KERNEL_FRAGMENT:-$here/podfence-kernel.config}
+[ -r "$fragment" ] || die "config fragment $fragment not found"
+fragment=$(realpath "$fragment")
+
+# The fragment's option lines, in order: what the cache key covers. Comments and blank lines
+# change nothing in the kernel and are left out; "# CONFIG_X is not set" is an option.
+options() {
+  awk '!/^[[:space:]]*$/ && !(/^[[:space:]]*#/ && !/^# CONFIG_[A-Za-z0-9_]+ is not set$/)' "$1"
+}
 
 start=$(date +%s)
 
@@ -52,7 +48,7 @@ fi
 deps_done=$(date +%s)
 
 src_version=$(dpkg-query -W -f='${Version}' "$src_pkg")
-key=$( { cat "$fragment"; printf '%s\n%s\n' "$src_pkg=$src_version" "$recipe"; } |
+key=$( { options "$fragment"; printf '%s\n%s\n' "$src_pkg=$src_version" "$recipe"; } |
   sha256sum | cut -d' ' -f1)
 out_dir=$cache_root/$key
 image=$out_dir/bzImage
@@ -72,7 +68,7 @@ tarball=$(dpkg -L "$src_pkg" | grep -E '/linux-source-[0-9.]+\.tar\.(xz|bz2|gz)$
 [ -n "$tarball" ] || die "no source tarball in package $src_pkg"
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/podfence-kernel.XXXXXX")
-trap 'rm -rf "$work" "${tmp_fragment:-}"' EXIT
+trap 'rm -rf "$work"' EXIT
 
 log "unpacking $tarball"
 tar -C "$work" -xf "$tarball"
