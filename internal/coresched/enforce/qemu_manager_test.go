@@ -133,7 +133,7 @@ func processEvents(t *testing.T) error {
 	switch {
 	case errors.Is(err, unix.EPROTONOSUPPORT):
 		return fmt.Errorf("this kernel has no process events: add CONFIG_CONNECTOR=y and CONFIG_PROC_EVENTS=y "+
-			"to the kernel config fragment (../shared/schedcore-kernel.config): %w", err)
+			"to the kernel config fragment (hack/qemu/podfence-kernel.config): %w", err)
 	case err != nil:
 		t.Fatalf("subscribe to process events: %v", err)
 	}

@@ -5,11 +5,11 @@ package enforce
 // processes (this test binary as helpers) in real cgroups, driven through the manager's NRI
 // hooks with api values; no runtime. Each proved fact is logged as a "FACT" line.
 //
-// The watcher's facts also need CONFIG_CONNECTOR=y and CONFIG_PROC_EVENTS=y; on a kernel
-// without them that subtest skips and says so. Until the shared fragment has them:
+// The watcher's facts also need CONFIG_CONNECTOR=y and CONFIG_PROC_EVENTS=y, which the
+// kernel config fragment hack/qemu/podfence-kernel.config sets; on a kernel without them
+// (another PODFENCE_KERNEL_FRAGMENT) that subtest skips and says so. Run:
 //
-//	{ cat ../shared/schedcore-kernel.config; printf 'CONFIG_CONNECTOR=y\nCONFIG_PROC_EVENTS=y\n'; } >/tmp/k.config
-//	PODFENCE_KERNEL_FRAGMENT=/tmp/k.config bash hack/qemu/run-go-test.sh ./coresched
+//	bash hack/qemu/run-go-test.sh ./internal/coresched/enforce
 
 import (
 	"errors"

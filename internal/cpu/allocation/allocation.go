@@ -1,4 +1,4 @@
-// Package state holds the agent's record of what it allocated: one Allocation per container.
+// Package allocation holds the agent's record of what it allocated: one Allocation per container.
 // It is plain data shared by the planner (which computes allocations) and the checkpoint
 // (which persists them).
 package allocation
@@ -17,6 +17,18 @@ const (
 	TypeShared    = "shared"
 	TypeDefault   = "default"
 )
+
+// TypeRank orders pool types for display: exclusive, then shared, then default (and any
+// other).
+func TypeRank(t string) int {
+	switch t {
+	case TypeExclusive:
+		return 0
+	case TypeShared:
+		return 1
+	}
+	return 2
+}
 
 // Key names one container of one pod.
 type Key struct {
