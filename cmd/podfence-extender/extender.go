@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"github.com/podfence/podfence/internal/cliflags"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,7 +18,7 @@ import (
 type extenderFlags struct {
 	cfg        extender.Config
 	kubeconfig string
-	logLevel   string
+	log        cliflags.Log
 }
 
 func newExtenderCmd() *cobra.Command {
@@ -53,19 +52,18 @@ also be set by an environment variable PODFENCE_<FLAG>.`,
 	fl.StringVar(&f.cfg.KeyFile, "tls-key", "", "PEM private key file: serve HTTPS (with --tls-cert)")
 	fl.Var(&f.cfg.DefaultGroup, "default-group", "group of pods without core-scheduling labels, as the agents' --coresched-default-group")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig (default: the pod's service account)")
-	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.log.AddFlags(fl)
 	return cmd
 }
 
 func runExtender(ctx context.Context, f extenderFlags, logOut io.Writer) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("flag --log-level %q: want debug, info, warn or error", f.logLevel)
+	log, err := f.log.Logger(logOut)
+	if err != nil {
+		return err
 	}
 	if (f.cfg.CertFile == "") != (f.cfg.KeyFile == "") {
 		return fmt.Errorf("flags --tls-cert and --tls-key: give both or neither")
 	}
-	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 	client, err := clientset.New(f.kubeconfig, "podfence-extender")
 	if err != nil {
 		return fmt.Errorf("flag --kubeconfig: %w", err)

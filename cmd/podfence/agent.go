@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"github.com/podfence/podfence/internal/cliflags"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -21,7 +20,7 @@ import (
 type agentFlags struct {
 	cfg       nodeagent.Config
 	labels    []string
-	logLevel  string
+	log       cliflags.Log
 	coreSched bool // --coresched; false sets cfg.CoreSched.Disabled
 }
 
@@ -71,9 +70,9 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.Var(&f.cfg.EPCPolicy, "epc-policy", "an SGX EPC limit the kernel cannot enforce: strict refuses the container, best-effort runs it uncapped and reports it")
 	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress, "address serving /metrics, /healthz, /readyz and /state (empty: none)")
 	fl.BoolVar(&f.cfg.Events, "events", true, "post Kubernetes Events on pods for refusals and degraded enforcement, when the API server is reachable")
-	fl.StringVar(&f.cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for Events (default: the pod's service account, when in a pod)")
+	fl.StringVar(&f.cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for Events and node info (default: the pod's service account, when in a pod)")
 	fl.BoolVar(&f.cfg.PublishNode, "publish-node-info", true, "label and annotate this Node (--node-name) with core-scheduling support and physical cores for podfence extender (RBAC: patch nodes), when the API server is reachable")
-	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.log.AddFlags(fl)
 	addCoreSchedFlags(fl, &f) // SMT core scheduling (coresched.go)
 	fl.StringSliceVar(&f.cfg.VMRuntimes, "vm-runtimes", sandbox.DefaultRuntimes(),
 		"runtime handlers (names or globs) of VM sandboxes, whose shim and hypervisor get a host cgroup under --cgroup-root sized from their pods (empty: none)")
@@ -81,11 +80,10 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 }
 
 func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("flag --log-level %q: want debug, info, warn or error", f.logLevel)
+	log, err := f.log.Logger(logOut)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 	labels, err := parseLabels(f.labels)
 	if err != nil {
 		return err

@@ -37,10 +37,17 @@ func TestAgentFlagsFromEnv(t *testing.T) {
 	}
 }
 
-func TestAgentRefusesBadLogLevel(t *testing.T) {
-	err := runAgent(t.Context(), agentFlags{logLevel: "loud"}, nil)
+func TestAgentRefusesBadLogFlags(t *testing.T) {
+	err := runAgent(t.Context(), agentFlags{log: cliflags.Log{Level: "loud", Format: "text"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), `flag --log-level "loud"`) {
 		t.Errorf("error %v", err)
+	}
+	cmd := newAgentCmd() // --log-format too (cliflags.Log)
+	if err := cmd.Flags().Parse([]string{"--log-format", "xml"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.RunE(cmd, nil); err == nil || err.Error() != `flag --log-format "xml": want text or json` {
+		t.Errorf("--log-format xml: error %v", err)
 	}
 }
 

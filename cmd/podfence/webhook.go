@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"github.com/podfence/podfence/internal/cliflags"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -20,7 +19,7 @@ type webhookFlags struct {
 	listen, certFile, keyFile string
 	pools, profiles           string
 	reload                    time.Duration
-	logLevel, logFormat       string
+	log                       cliflags.Log
 }
 
 func newWebhookCmd() *cobra.Command {
@@ -53,25 +52,14 @@ Every flag can also be set by an environment variable PODFENCE_<FLAG> (e.g. PODF
 	fl.StringVar(&f.pools, "pools", "", "pool configs (a poolconfig-*.yaml file or a directory of them): refuse pool names none declares; empty: do not check names")
 	fl.StringVar(&f.profiles, "coresched-profiles", "", "core-scheduling profiles (YAML list) that label pods with a group; empty: none")
 	fl.DurationVar(&f.reload, "reload-interval", 10*time.Second, "how often to check the certificate, pool configs and profiles for changes")
-	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	f.log.AddFlags(fl)
 	return cmd
 }
 
 func runWebhook(ctx context.Context, f webhookFlags, logOut io.Writer) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("flag --log-level %q: want debug, info, warn or error", f.logLevel)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	var log *slog.Logger
-	switch f.logFormat {
-	case "text":
-		log = slog.New(slog.NewTextHandler(logOut, opts))
-	case "json":
-		log = slog.New(slog.NewJSONHandler(logOut, opts))
-	default:
-		return fmt.Errorf("flag --log-format %q: want text or json", f.logFormat)
+	log, err := f.log.Logger(logOut)
+	if err != nil {
+		return err
 	}
 	if f.certFile == "" || f.keyFile == "" {
 		return fmt.Errorf("flags --tls-cert and --tls-key are required: the API server calls webhooks over HTTPS only")

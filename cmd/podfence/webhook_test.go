@@ -39,9 +39,9 @@ func TestWebhookRefusesBadFlags(t *testing.T) {
 		f   webhookFlags
 		err string
 	}{
-		{f: webhookFlags{logLevel: "loud", logFormat: "text"}, err: `flag --log-level "loud": want debug, info, warn or error`},
-		{f: webhookFlags{logLevel: "info", logFormat: "xml"}, err: `flag --log-format "xml": want text or json`},
-		{f: webhookFlags{logLevel: "info", logFormat: "json"}, err: "flags --tls-cert and --tls-key are required: the API server calls webhooks over HTTPS only"},
+		{f: webhookFlags{log: cliflags.Log{Level: "loud", Format: "text"}}, err: `flag --log-level "loud": want debug, info, warn or error`},
+		{f: webhookFlags{log: cliflags.Log{Level: "info", Format: "xml"}}, err: `flag --log-format "xml": want text or json`},
+		{f: webhookFlags{log: cliflags.Log{Level: "info", Format: "json"}}, err: "flags --tls-cert and --tls-key are required: the API server calls webhooks over HTTPS only"},
 	} {
 		if err := runWebhook(t.Context(), tc.f, nil); err == nil || err.Error() != tc.err {
 			t.Errorf("error %v, want %s", err, tc.err)
@@ -58,7 +58,7 @@ func TestWebhookRuns(t *testing.T) {
 	defer cancel()
 	var log bytes.Buffer
 	err := runWebhook(ctx, webhookFlags{listen: "127.0.0.1:0", certFile: certFile, keyFile: keyFile,
-		reload: time.Second, logLevel: "info", logFormat: "json"}, &log)
+		reload: time.Second, log: cliflags.Log{Level: "info", Format: "json"}}, &log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,10 @@
 //
 // Validate refuses a pod whose pool or EPC resources break the rules (see poolRequests and
 // epcLimits), whose annotations do not match its resources or cannot be read by the agent,
-// whose process pinning annotation
-// (podfence.io/cpus, nokia.k8s.io/cpus) names unknown containers, pools the container does
-// not request or more CPUs than it requests, or whose core-scheduling labels are invalid.
+// whose process pinning annotation (podfence.io/cpus, nokia.k8s.io/cpus) fails the agent's
+// own check (pinning.Spec.Check: unknown containers, pools the container does not request,
+// more CPUs than it requests; refused in the agent's words), or whose core-scheduling
+// labels are invalid.
 // It wraps nothing: the agent does that at container creation.
 //
 // Both are pure functions of a corev1.Pod. NewHandler serves them over HTTP as /mutate and

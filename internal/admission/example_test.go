@@ -59,5 +59,5 @@ func ExampleValidate() {
 	}
 	fmt.Println(admission.Validate(pod, nil))
 	// Output:
-	// annotation podfence.io/cpus="[{\"container\":\"gen\",\"processes\":[{\"process\":\"/bin/gen\",\"pool\":\"exclusive_dp\",\"cpus\":2}]}]": container "gen": processes ask for 2 CPUs of exclusive pool "exclusive_dp", more than the container's podfence.io/exclusive_dp=1: lower their cpus or raise the request
+	// annotation podfence.io/cpus="[{\"container\":\"gen\",\"processes\":[{\"process\":\"/bin/gen\",\"pool\":\"exclusive_dp\",\"cpus\":2}]}]": container "gen": not enough CPUs: exclusive processes ask for 2 CPUs, the container has 1: lower their cpus in the annotation or raise the container's exclusive pool request
 }

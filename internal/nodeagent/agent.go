@@ -126,16 +126,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	exts = append(exts, cs)
+	api, err := apiClient(cfg, log) // one client for Events and node info (apiserver.go)
+	if err != nil {
+		return err
+	}
 	if cfg.PublishNode { // for the scheduler extender; never blocks (package nodeinfo)
 		cores := len(node.Topology.Cores())
-		nodeinfo.Start(ctx, cfg.Kubeconfig, cfg.NodeName, func() nodeinfo.Info {
+		nodeinfo.Start(ctx, api, cfg.NodeName, func() nodeinfo.Info {
 			r, _ := cs.State().(csenforce.Report)
 			return nodeinfo.Info{CoreSched: r.Supported, PhysicalCores: cores}
 		}, log.With("component", "nodeinfo"))
 	}
 
 	exts = append(exts, cfg.Extensions...)
-	o, err := newOps(cfg, node, reg, log) // report, pool metrics, Events (ops.go)
+	o, err := newOps(cfg, node, reg, api, log) // report, pool metrics, Events (ops.go)
 	if err != nil {
 		return err
 	}

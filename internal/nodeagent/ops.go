@@ -7,7 +7,6 @@ import (
 	podapi "github.com/podfence/podfence/podapi"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/epc"
+	"github.com/podfence/podfence/internal/kube/kubeapi"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/observe/events"
 	"github.com/podfence/podfence/internal/observe/metrics"
@@ -52,8 +52,9 @@ type recorder interface {
 	Run(context.Context)
 }
 
-// newOps probes the kernel features once and, if cfg.Events, finds the API server.
-func newOps(cfg Config, node *plan.Node, reg prometheus.Registerer, log *slog.Logger) (*ops, error) {
+// newOps probes the kernel features once and, if cfg.Events, posts Events through api
+// (apiClient; nil: no Events).
+func newOps(cfg Config, node *plan.Node, reg prometheus.Registerer, api *kubeapi.Client, log *slog.Logger) (*ops, error) {
 	o := &ops{cfg: cfg, log: log, reg: reg, seen: map[string]bool{},
 		kernel: probe.Kernel(probe.Config{Sysfs: cfg.Sysfs, ThreadsPerCore: node.Topology.ThreadsPerCore(),
 			CgroupRoot: cfg.CgroupRoot, CoreSched: kernel.Prctl{}.Probe()}),
@@ -63,49 +64,15 @@ func newOps(cfg Config, node *plan.Node, reg prometheus.Registerer, log *slog.Lo
 	if err := reg.Register(o.refusals); err != nil {
 		return nil, fmt.Errorf("register refusal metrics: %w", err)
 	}
-	if !cfg.Events {
+	if !cfg.Events || api == nil {
 		return o, nil
 	}
-	sink, err := eventSink(cfg, log)
-	if err != nil || sink == nil {
-		return o, err
-	}
-	rec := events.New(sink, events.Options{}, log.With("component", "events"))
+	rec := events.New(events.NewClient(api, userAgent, cfg.NodeName), events.Options{}, log.With("component", "events"))
 	if err := reg.Register(rec.Collector()); err != nil {
 		return nil, fmt.Errorf("register event metrics: %w", err)
 	}
 	o.rec = rec
 	return o, nil
-}
-
-// eventSink is the API server of cfg.Kubeconfig or, without one, of the pod the agent runs
-// in; nil outside a pod.
-func eventSink(cfg Config, log *slog.Logger) (events.Sink, error) {
-	var kc events.Config
-	var err error
-	from := cfg.Kubeconfig
-	if from != "" {
-		kc, err = events.Kubeconfig(from)
-	} else {
-		kc, err = events.InCluster(events.ServiceAccountDir, os.Getenv)
-		from = "in-cluster service account"
-	}
-	switch {
-	case errors.Is(err, events.ErrNotInCluster):
-		log.Info("Kubernetes Events off: not in a pod and no kubeconfig given")
-		return nil, nil
-	case err != nil && cfg.Kubeconfig == "":
-		log.Warn("Kubernetes Events off", "err", err)
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	c, err := events.NewClient(kc, "podfence-agent", cfg.NodeName)
-	if err != nil {
-		return nil, fmt.Errorf("events (%s): %w", from, err)
-	}
-	log.Info("Kubernetes Events on", "server", kc.Host, "credentials", from)
-	return c, nil
 }
 
 func (*ops) Name() string { return "ops" }

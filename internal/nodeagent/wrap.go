@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/pinning"
@@ -25,8 +26,9 @@ var _ nriplugin.ContainerCreator = Starter{}
 func (Starter) Name() string { return "process-starter" }
 
 // CreateContainer returns the mount, args and environment that start ctr through `podfence
-// start`. The processes are planned against the decided CPUs first, so a container whose
-// annotation asks for more CPUs than it got is refused at creation, with the numbers.
+// start`. The processes are checked against the decided pools first (pinning.Check, as the
+// webhook checks them against the requests), so a container whose annotation names
+// another pool or asks for more CPUs than it got is refused at creation, with the numbers.
 func (s Starter) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, d plan.Decision) (*api.ContainerAdjustment, error) {
 	spec, ok, err := pinning.FromAnnotations(pod.GetAnnotations())
 	if !ok {
@@ -39,7 +41,7 @@ func (s Starter) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if !ok {
 		return nil, nil
 	}
-	if _, err := pinning.Plan(procs, d.Allocation.CPUs, d.Shared); err != nil {
+	if err := pinning.Check(procs, decidedPools(d)); err != nil {
 		return nil, fmt.Errorf("process pinning: %w", err)
 	}
 	w, err := pinning.Wrap(s.Binary, ctr.GetName(), ctr.GetArgs(), procs)
@@ -53,4 +55,16 @@ func (s Starter) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		adj.AddEnv(e.Name, e.Value)
 	}
 	return adj, nil
+}
+
+// decidedPools is what d gives the container, as pinning.Check takes it.
+func decidedPools(d plan.Decision) pinning.Pools {
+	a, p := d.Allocation, pinning.Pools{}
+	if a.Type == allocation.TypeExclusive {
+		p.Exclusive, p.CPUs = a.Pool, a.CPUs.Size()
+	}
+	if a.MilliCPU > 0 && !d.Shared.IsEmpty() {
+		p.Shared, p.MilliCPU = a.SharedPool, int(a.MilliCPU)
+	}
+	return p
 }

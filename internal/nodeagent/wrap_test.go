@@ -49,4 +49,12 @@ func TestStarterWrap(t *testing.T) {
 	if _, err := s.CreateContainer(context.Background(), pod("1.5"), ctr, d); err == nil || !strings.Contains(err.Error(), "annotation "+pinning.Key) {
 		t.Errorf("error %v, want the bad annotation named", err)
 	}
+	// The webhook's rules and words (pinning.Check): a process naming a pool the container
+	// was not given is refused, though the CPUs would do.
+	other := &api.PodSandbox{Annotations: map[string]string{pinning.Key: `[{"container": "app", "processes": [
+		{"process": "", "pool": "exclusive_b", "cpus": 1}]}]`}}
+	const want = `process pinning: process 0 (the container's command): exclusive pool "exclusive_b" is not the container's: it asks for 2 CPUs of exclusive pool "exclusive_a"`
+	if _, err := s.CreateContainer(context.Background(), other, ctr, d); err == nil || err.Error() != want {
+		t.Errorf("error %v\nwant %s", err, want)
+	}
 }

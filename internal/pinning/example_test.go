@@ -32,7 +32,7 @@ func ExamplePlan() {
 	// /bin/dp exclusive_caas 2-3
 	// /bin/ctl shared_caas 6-7
 	// /bin/app exclusive_caas 4
-	// not enough CPUs: exclusive processes ask for 3 CPUs, the container has 2 (EXCLUSIVE_CPUS="2-3"): lower their cpus in the annotation or raise the container's exclusive pool request
+	// not enough CPUs: exclusive processes ask for 3 CPUs, the container has 2: lower their cpus in the annotation or raise the container's exclusive pool request
 }
 
 func ExampleWrap() {

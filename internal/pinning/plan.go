@@ -2,14 +2,13 @@ package pinning
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
 )
 
-// ErrNotEnoughCPUs is wrapped by Plan's errors when processes ask for CPUs the container
-// does not have.
+// ErrNotEnoughCPUs is wrapped by the errors of Plan and Check when processes ask for CPUs
+// the container does not have.
 var ErrNotEnoughCPUs = errors.New("not enough CPUs")
 
 // Assignment is one process and the CPUs it runs on.
@@ -40,20 +39,15 @@ func Demand(procs []Process) (exclusiveCPUs, sharedMilliCPU int) {
 //   - a default-pool process gets exclusive CPUs no exclusive process took, plus shared;
 //     when the container has neither exclusive nor shared CPUs it is not pinned.
 //
-// Plan is pure. Its errors wrap ErrNotEnoughCPUs and give the numbers: more exclusive CPUs
-// asked than the container has, a shared process in a container without shared CPUs, or a
-// default-pool process left with no CPUs.
+// Plan is pure. It refuses what Check refuses of the CPU counts, in the same words (so the
+// webhook, the agent and podfence start agree), wrapping ErrNotEnoughCPUs with the
+// numbers: more exclusive CPUs asked than the container has, a shared process in a
+// container without shared CPUs, or a default-pool process left with no CPUs.
 func Plan(procs []Process, exclusive, shared cpuset.CPUSet) ([]Assignment, error) {
-	for i, p := range procs {
-		if p.Type() == allocation.TypeExclusive && p.CPUs < 1 {
-			return nil, fmt.Errorf("process %d (%s): exclusive pool %q: cpus %d: want at least 1", i, p.name(), p.Pool, p.CPUs)
-		}
+	if err := fit(procs, exclusive.Size(), !shared.IsEmpty()); err != nil {
+		return nil, err
 	}
 	asked, _ := Demand(procs)
-	if asked > exclusive.Size() {
-		return nil, fmt.Errorf("%w: exclusive processes ask for %d CPUs, the container has %d (%s=%q): lower their cpus in the annotation or raise the container's exclusive pool request",
-			ErrNotEnoughCPUs, asked, exclusive.Size(), EnvExclusiveCPUs, exclusive.String())
-	}
 	free := exclusive.List()
 	taken := make([]int, 0, asked)
 	out := make([]Assignment, len(procs))
@@ -64,23 +58,14 @@ func Plan(procs []Process, exclusive, shared cpuset.CPUSet) ([]Assignment, error
 			out[i].CPUs = cpuset.New(free[:p.CPUs]...)
 			taken, free = append(taken, free[:p.CPUs]...), free[p.CPUs:]
 		case allocation.TypeShared:
-			if shared.IsEmpty() {
-				return nil, fmt.Errorf("%w: process %d (%s) is in shared pool %q, but the container has no shared CPUs (%s is empty): request the pool in the container's resources",
-					ErrNotEnoughCPUs, i, p.name(), p.Pool, EnvSharedCPUs)
-			}
 			out[i].CPUs = shared
 		}
 	}
 	rest := exclusive.Difference(cpuset.New(taken...)).Union(shared)
 	for i, p := range procs {
-		if p.Type() != allocation.TypeDefault {
-			continue
+		if p.Type() == allocation.TypeDefault {
+			out[i].CPUs = rest
 		}
-		if rest.IsEmpty() && !exclusive.Union(shared).IsEmpty() {
-			return nil, fmt.Errorf("%w: process %d (%s) is in default pool %q and gets the CPUs no exclusive process took, but exclusive processes take all %d of %s=%q and %s is empty",
-				ErrNotEnoughCPUs, i, p.name(), p.Pool, exclusive.Size(), EnvExclusiveCPUs, exclusive.String(), EnvSharedCPUs)
-		}
-		out[i].CPUs = rest
 	}
 	return out, nil
 }

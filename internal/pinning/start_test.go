@@ -124,7 +124,7 @@ func TestStart(t *testing.T) {
 		{
 			name:    "more CPUs asked than allocated: nothing starts",
 			environ: environ(twoExclusiveAndDefault, "EXCLUSIVE_CPUS=2-3"),
-			wantErr: `container "app": not enough CPUs: exclusive processes ask for 3 CPUs, the container has 2 (EXCLUSIVE_CPUS="2-3")`,
+			wantErr: `container "app": not enough CPUs: exclusive processes ask for 3 CPUs, the container has 2:`,
 		},
 		{
 			name:      "a fork fails: the started ones are killed",

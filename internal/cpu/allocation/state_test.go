@@ -35,3 +35,11 @@ func TestAllocationJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeRank: the order the plan and the node report list pools in.
+func TestTypeRank(t *testing.T) {
+	got := []int{TypeRank(TypeExclusive), TypeRank(TypeShared), TypeRank(TypeDefault), TypeRank("other")}
+	if got[0] != 0 || got[1] != 1 || got[2] != 2 || got[3] != 2 {
+		t.Errorf("ranks of exclusive, shared, default, other = %v, want [0 1 2 2]", got)
+	}
+}

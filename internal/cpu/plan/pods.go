@@ -138,16 +138,6 @@ func (n *Node) Usage(s *State, placed []Placed) []PoolUsage {
 		}
 		out = append(out, u)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return typeRank(out[i].Type) < typeRank(out[j].Type) })
+	sort.SliceStable(out, func(i, j int) bool { return allocation.TypeRank(out[i].Type) < allocation.TypeRank(out[j].Type) })
 	return out
-}
-
-func typeRank(t string) int {
-	switch t {
-	case allocation.TypeExclusive:
-		return 0
-	case allocation.TypeShared:
-		return 1
-	}
-	return 2
 }

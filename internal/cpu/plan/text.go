@@ -132,13 +132,13 @@ func envText(env []EnvVar) string {
 func usageText(u PoolUsage) string {
 	switch u.Type {
 	case allocation.TypeExclusive:
-		s := fmt.Sprintf("%d/%d CPUs held (%d%%), %s", u.Held, u.Size, pct(int64(u.Held), int64(u.Size)), containers(u.Containers))
+		s := fmt.Sprintf("%d/%d CPUs held (%d%%), %s", u.Held, u.Size, Percent(int64(u.Held), int64(u.Size)), containers(u.Containers))
 		if u.Idled > 0 {
 			s += fmt.Sprintf(", %d idled siblings", u.Idled)
 		}
 		return s
 	case allocation.TypeShared:
-		return fmt.Sprintf("%d/%d millicpu granted (%d%%), %s", u.MilliCPU, u.Capacity, pct(u.MilliCPU, u.Capacity), containers(u.Containers))
+		return fmt.Sprintf("%d/%d millicpu granted (%d%%), %s", u.MilliCPU, u.Capacity, Percent(u.MilliCPU, u.Capacity), containers(u.Containers))
 	}
 	return fmt.Sprintf("%s on %d CPUs, with every pod sandbox", containers(u.Containers), u.Size)
 }
@@ -150,7 +150,8 @@ func containers(n int) string {
 	return fmt.Sprintf("%d containers", n)
 }
 
-func pct(a, b int64) int64 {
+// Percent is a as a whole percentage of b, rounded down; 0 when b is 0.
+func Percent(a, b int64) int64 {
 	if b == 0 {
 		return 0
 	}

@@ -6,8 +6,9 @@
 //
 // The agent writes both with a JSON merge patch on its Node (RBAC: patch on nodes), at
 // start-up and whenever they change; it needs no other access to the API server. The patch
-// is a plain REST call (package kubeapi): this package must not import client-go, whose
-// weight in the agent's resident memory is out of its budget.
+// is a plain REST call through the agent's kubeapi.Client, the one its Events use too: this
+// package must not import client-go, whose weight in the agent's resident memory is out of
+// its budget.
 package nodeinfo
 
 import (

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -117,34 +115,23 @@ func TestPublisherBackoff(t *testing.T) {
 	}
 }
 
-// TestStart: without a node name or an API server Start returns quietly; with a kubeconfig
-// it publishes in the background.
+// TestStart: without a node name or an API server client Start returns quietly; with
+// both it publishes in the background.
 func TestStart(t *testing.T) {
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	srv := newAPIServer(t, "n1")
 	info := func() nodeinfo.Info { return nodeinfo.Info{CoreSched: true, PhysicalCores: 8} }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs logRecords
 	log := slog.New(&logs)
-	nodeinfo.Start(ctx, "", "", info, log)
-	nodeinfo.Start(ctx, "", "n1", info, log)
-	missing := filepath.Join(t.TempDir(), "none")
-	nodeinfo.Start(ctx, missing, "n1", info, log)
-	want := []string{"DEBUG node info not published: no node name",
-		"DEBUG node info not published: no kubeconfig and not in a pod",
-		"WARN node info not published err=kubeconfig: open " + missing + ": no such file or directory"}
+	nodeinfo.Start(ctx, client(t, srv), "", info, log)
+	nodeinfo.Start(ctx, nil, "n1", info, log)
+	want := []string{"DEBUG node info not published: no node name", "DEBUG node info not published: no API server"}
 	if got := logs.get(); !slices.Equal(got, want) {
 		t.Errorf("log\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	text := `{current-context: c, contexts: [{name: c, context: {cluster: k, user: u}}], clusters: [{name: k, cluster: {server: "` +
-		srv.URL + `"}}], users: [{name: u, user: {token: t}}]}`
-	if err := os.WriteFile(kubeconfig, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	nodeinfo.Start(ctx, kubeconfig, "n1", info, log)
+	nodeinfo.Start(ctx, client(t, srv), "n1", info, log)
 	testwait.EventuallyNil(t, "the patch", func() error {
 		if srv.Node(t).Annotations[nodeinfo.AnnotationPhysicalCores] != "8" {
 			return fmt.Errorf("not patched; log %q", logs.get())

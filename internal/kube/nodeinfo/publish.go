@@ -2,7 +2,6 @@ package nodeinfo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -73,25 +72,16 @@ func or(d, def time.Duration) time.Duration {
 	return def
 }
 
-// Start runs a Publisher for node in the background when an API server is reachable from
-// kubeconfig or the pod; without one, or without a node name, it logs at debug and returns.
-// It never blocks.
-func Start(ctx context.Context, kubeconfig, node string, info func() Info, log *slog.Logger) {
-	if node == "" {
+// Start runs a Publisher for node in the background through c, the client the agent
+// built for the API server (of a kubeconfig or of its pod). Without a client or a node
+// name it logs at debug and returns. It never blocks.
+func Start(ctx context.Context, c *kubeapi.Client, node string, info func() Info, log *slog.Logger) {
+	switch {
+	case node == "":
 		log.Debug("node info not published: no node name")
 		return
-	}
-	cfg, err := kubeapi.Load(kubeconfig)
-	if errors.Is(err, kubeapi.ErrNotInCluster) {
-		log.Debug("node info not published: no kubeconfig and not in a pod")
-		return
-	}
-	var c *kubeapi.Client
-	if err == nil {
-		c, err = kubeapi.New(cfg, "podfence-agent")
-	}
-	if err != nil {
-		log.Warn("node info not published", "err", err)
+	case c == nil:
+		log.Debug("node info not published: no API server")
 		return
 	}
 	p := &Publisher{Client: c, Node: node, Info: info, Log: log}

@@ -17,7 +17,7 @@ import (
 // maxMessage bounds an event's message, as the events API does for its note.
 const maxMessage = 1024
 
-// Client posts events to the API server of Config. Create it with NewClient.
+// Client posts events through an API server client. Create it with NewClient.
 type Client struct {
 	api *kubeapi.Client
 	// Component and Host are the event's source: "podfence-agent" and the node name.
@@ -26,13 +26,10 @@ type Client struct {
 
 var _ Sink = (*Client)(nil)
 
-// NewClient returns a client for cfg whose events name component on host as their source.
-func NewClient(cfg Config, component, host string) (*Client, error) {
-	api, err := kubeapi.New(cfg, component)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{api: api, component: component, host: host}, nil
+// NewClient returns a client that posts through api and whose events name component on
+// host as their source.
+func NewClient(api *kubeapi.Client, component, host string) *Client {
+	return &Client{api: api, component: component, host: host}
 }
 
 // Post creates e as a core/v1 Event on its pod (or node).

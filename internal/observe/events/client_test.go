@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podfence/podfence/internal/kube/kubeapi"
 	"github.com/podfence/podfence/internal/observe/events"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -68,10 +69,7 @@ func TestClientPost(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	write(t, tokenFile, "tok-1\n")
-	c, err := events.NewClient(events.Config{Host: srv.URL, CAData: srv.caPEM(), TokenFile: tokenFile}, "podfence-agent", "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := events.NewClient(apiClient(t, kubeapi.Config{Host: srv.URL, CAData: srv.caPEM(), TokenFile: tokenFile}), "podfence-agent", "node-a")
 	at := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
 	e := events.Event{Namespace: "shop", Pod: "web", PodUID: "uid-1", Container: "app", Type: events.Warning,
 		Reason: "NotEnoughCPUs", Message: strings.Repeat("x", 2000)}
@@ -104,38 +102,30 @@ func TestClientPost(t *testing.T) {
 func TestClientErrors(t *testing.T) {
 	srv := newAPIServer(t)
 	srv.status = http.StatusForbidden
-	c, err := events.NewClient(events.Config{Host: srv.URL, CAData: srv.caPEM(), Token: "t"}, "podfence-agent", "n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Post(context.Background(), events.Event{Namespace: "ns", Pod: "p"}, time.Now())
+	c := events.NewClient(apiClient(t, kubeapi.Config{Host: srv.URL, CAData: srv.caPEM(), Token: "t"}), "podfence-agent", "n")
+	err := c.Post(context.Background(), events.Event{Namespace: "ns", Pod: "p"}, time.Now())
 	if err == nil || err.Error() != `post event: POST /api/v1/namespaces/ns/events: 403 Forbidden: events is forbidden: User "system:serviceaccount:x:y" cannot create resource "events"` {
 		t.Errorf("error %v", err)
 	}
-	untrusted, err := events.NewClient(events.Config{Host: srv.URL}, "podfence-agent", "n")
-	if err != nil {
-		t.Fatal(err)
-	}
+	untrusted := events.NewClient(apiClient(t, kubeapi.Config{Host: srv.URL}), "podfence-agent", "n")
 	if err := untrusted.Post(context.Background(), events.Event{Namespace: "ns", Pod: "p"}, time.Now()); err == nil ||
 		!strings.Contains(err.Error(), "certificate") {
 		t.Errorf("unverified server: error %v", err)
 	}
-	for _, tc := range []struct {
-		cfg  events.Config
-		want string
-	}{
-		{cfg: events.Config{Host: "10.0.0.1"}, want: `API server address "10.0.0.1": want https://host:port`},
-		{cfg: events.Config{Host: "https://h", CAData: []byte("junk")}, want: "API server CA: no PEM certificate in it"},
-		{cfg: events.Config{Host: "https://h", CertData: []byte("junk")}, want: "client certificate: tls: failed to find any PEM data in certificate input"},
-	} {
-		if _, err := events.NewClient(tc.cfg, "c", "h"); err == nil || err.Error() != tc.want {
-			t.Errorf("NewClient(%+v): %v, want %s", tc.cfg, err, tc.want)
-		}
-	}
-	missing, _ := events.NewClient(events.Config{Host: "https://h", TokenFile: filepath.Join(t.TempDir(), "none")}, "c", "h")
+	missing := events.NewClient(apiClient(t, kubeapi.Config{Host: "https://h", TokenFile: filepath.Join(t.TempDir(), "none")}), "c", "h")
 	if err := missing.Post(context.Background(), events.Event{}, time.Now()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing token: %v", err)
 	}
+}
+
+// apiClient is a kubeapi client for cfg; its own errors are kubeapi's tests.
+func apiClient(t *testing.T, cfg kubeapi.Config) *kubeapi.Client {
+	t.Helper()
+	c, err := kubeapi.New(cfg, "podfence-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func write(t *testing.T, path, content string) {

@@ -4,13 +4,14 @@
 // them.
 //
 // Recording never blocks: Record puts the event on a bounded queue (dropped and counted when
-// full) that Run drains in its own goroutine. Run applies two token buckets before it posts,
-// one per pod and reason and one for the whole agent, so a crash-looping pod or a node-wide
-// failure cannot flood the API server; what they hold back is counted, not queued.
+// full) that Run drains in its own goroutine. Run applies two token buckets (rate.Limiter)
+// before it posts, one per pod and reason and one for the whole agent, so a crash-looping
+// pod or a node-wide failure cannot flood the API server; what they hold back is counted,
+// not queued.
 //
 // Events go to the API server with a plain REST call (Client): POST
-// /api/v1/namespaces/<namespace>/events with the service account's bearer token, or the
-// credentials of a kubeconfig (Config).
+// /api/v1/namespaces/<namespace>/events through a kubeapi.Client, with the service
+// account's bearer token or the credentials of a kubeconfig (kubeapi.Load).
 package events
 
 import (
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 )
 
 // Event is one event on a pod.
@@ -131,7 +133,7 @@ func (r *Recorder) Record(e Event) {
 // Run posts queued events until ctx ends. Events still queued then are dropped.
 func (r *Recorder) Run(ctx context.Context) {
 	perPod := newLimiter(r.opts.PerPodBurst, r.opts.PerPodEvery, 4096)
-	global := newLimiter(r.opts.Burst, r.opts.Every, 1)
+	global := rate.NewLimiter(rate.Every(r.opts.Every), r.opts.Burst)
 	failing := false
 	for {
 		var e Event

@@ -1,63 +1,55 @@
 package events
 
-import "time"
+import (
+	"time"
 
-// limiter is a token bucket per key: burst tokens, one more every interval. It is used by
-// one goroutine only.
+	"golang.org/x/time/rate"
+)
+
+// limiter is a rate.Limiter per key: burst events at once, then one every interval. At
+// maxKeys keys it forgets the limiters that are full again (a new one would be the same)
+// and, if all are in use, all of them, so that it never grows past maxKeys. It is used by
+// one goroutine only; time is given, so that a fake clock drives it.
 type limiter struct {
-	burst   float64
-	every   time.Duration
+	limit   rate.Limit
+	burst   int
 	maxKeys int
-	buckets map[string]*bucket
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
+	keys    map[string]*rate.Limiter
 }
 
 func newLimiter(burst int, every time.Duration, maxKeys int) *limiter {
-	return &limiter{burst: float64(burst), every: every, maxKeys: maxKeys, buckets: map[string]*bucket{}}
+	return &limiter{limit: rate.Every(every), burst: burst, maxKeys: maxKeys, keys: map[string]*rate.Limiter{}}
 }
 
-// refill returns key's bucket with the tokens earned since its last use.
-func (l *limiter) refill(key string, now time.Time) *bucket {
-	b, ok := l.buckets[key]
+// get returns key's limiter, a full one when key is new.
+func (l *limiter) get(key string, now time.Time) *rate.Limiter {
+	lim, ok := l.keys[key]
 	if !ok {
-		if len(l.buckets) >= l.maxKeys {
+		if len(l.keys) >= l.maxKeys {
 			l.prune(now)
 		}
-		b = &bucket{tokens: l.burst, last: now}
-		l.buckets[key] = b
-		return b
+		lim = rate.NewLimiter(l.limit, l.burst)
+		l.keys[key] = lim
 	}
-	if l.every > 0 && now.After(b.last) {
-		b.tokens = min(l.burst, b.tokens+float64(now.Sub(b.last))/float64(l.every))
-	}
-	b.last = now
-	return b
+	return lim
 }
 
-// prune forgets the buckets that are full again (a new one would be the same); if all are
-// in use, it forgets them all rather than grow without bound.
 func (l *limiter) prune(now time.Time) {
-	for k := range l.buckets {
-		if l.refill(k, now).tokens >= l.burst {
-			delete(l.buckets, k)
+	for k, lim := range l.keys {
+		if lim.TokensAt(now) >= float64(l.burst) {
+			delete(l.keys, k)
 		}
 	}
-	if len(l.buckets) >= l.maxKeys {
-		clear(l.buckets)
+	if len(l.keys) >= l.maxKeys {
+		clear(l.keys)
 	}
 }
 
-// allow takes a token from key's bucket and from the global bucket, only if both have one.
-func allow(perKey, global *limiter, key string, now time.Time) bool {
-	k, g := perKey.refill(key, now), global.refill("", now)
-	if k.tokens < 1 || g.tokens < 1 {
+// allow takes a token from key's limiter and from global at now, only if both have one.
+func allow(perKey *limiter, global *rate.Limiter, key string, now time.Time) bool {
+	k := perKey.get(key, now)
+	if k.TokensAt(now) < 1 || global.TokensAt(now) < 1 {
 		return false
 	}
-	k.tokens--
-	g.tokens--
-	return true
+	return k.AllowN(now, 1) && global.AllowN(now, 1)
 }

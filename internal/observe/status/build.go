@@ -81,18 +81,8 @@ func pools(node *plan.Node, allocs []allocation.Allocation) []Pool {
 		}
 		out = append(out, u)
 	}
-	slices.SortStableFunc(out, func(a, b Pool) int { return cmp.Compare(typeRank(a.Type), typeRank(b.Type)) })
+	slices.SortStableFunc(out, func(a, b Pool) int { return cmp.Compare(allocation.TypeRank(a.Type), allocation.TypeRank(b.Type)) })
 	return out
-}
-
-func typeRank(t string) int {
-	switch t {
-	case allocation.TypeExclusive:
-		return 0
-	case allocation.TypeShared:
-		return 1
-	}
-	return 2
 }
 
 // container describes allocation a, with the cpuset it runs on.

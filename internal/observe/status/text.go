@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"k8s.io/utils/cpuset"
 )
@@ -143,7 +144,7 @@ func poolSummary(p Pool, cpus cpuset.CPUSet) string {
 		s += ", "
 	case allocation.TypeShared:
 		s += fmt.Sprintf("%d of %d millicpu granted (%d%%), ", p.MilliCPUGranted, p.MilliCPUCapacity,
-			pct(p.MilliCPUGranted, p.MilliCPUCapacity))
+			plan.Percent(p.MilliCPUGranted, p.MilliCPUCapacity))
 	}
 	return s + containers(p.Containers)
 }
@@ -222,13 +223,6 @@ func containers(n int) string {
 		return "1 container"
 	}
 	return fmt.Sprintf("%d containers", n)
-}
-
-func pct(a, b int64) int64 {
-	if b == 0 {
-		return 0
-	}
-	return a * 100 / b
 }
 
 func orDash(s string) string {
