@@ -219,7 +219,7 @@ agent_stop
 expect_log "agent stop: clean shutdown" "$off" 'msg=stopped' 1
 agent_start "$RUN/poolconfig-a.yaml"
 expect_log "agent restart: state restored from the checkpoint" "$AGENT_OFF" \
-	"msg=synchronized containers=$n restored=$n adopted=0 unmanaged=0 dropped=0"
+	"msg=synchronized containers=$n derived=$n restored=0 adopted=0 unmanaged=0 dropped=0"
 expect_ctr "agent restart: default-pool container did not move" def pid="$def_pid" cpuset.cpus="$DEF" Cpus_allowed_list="$DEF"
 expect_ctr "agent restart: exclusive container did not move" excl-ctr \
 	pid="$excl_pid" cpuset.cpus="$X" Cpus_allowed_list="$X" env:EXCLUSIVE_CPUS="$X"
@@ -234,7 +234,7 @@ fi
 expect_log "containerd restart: the agent sees the connection drop" "$off" 'msg="lost connection to runtime; reconnecting"'
 expect_log "containerd restart: the agent reconnects" "$off" 'msg="connected to runtime"' 20
 expect_log "containerd restart: the agent resynchronizes, keeping every allocation" "$off" \
-	"msg=synchronized containers=$n restored=$n adopted=0 unmanaged=0 dropped=0" 20
+	"msg=synchronized containers=$n derived=$n restored=0 adopted=0 unmanaged=0 dropped=0" 20
 expect_ctr "containerd restart: default-pool container did not move" def pid="$def_pid" cpuset.cpus="$DEF" Cpus_allowed_list="$DEF"
 expect_ctr "containerd restart: exclusive container did not move" excl-ctr \
 	pid="$excl_pid" cpuset.cpus="$X" Cpus_allowed_list="$X" env:EXCLUSIVE_CPUS="$X"
@@ -299,7 +299,7 @@ shr_pid=$(ctr_pid shr || true)
 agent_stop
 agent_start "$RUN/poolconfig-b.yaml"
 expect_log "phase B agent restart: state restored from the checkpoint" "$AGENT_OFF" \
-	"msg=synchronized containers=$n restored=$n adopted=0 unmanaged=0 dropped=0"
+	"msg=synchronized containers=$n derived=$n restored=0 adopted=0 unmanaged=0 dropped=0"
 expect_ctr "phase B agent restart: shared container kept its cpuset and quota" shr \
 	pid="$shr_pid" cpuset.cpus="$X" Cpus_allowed_list="$X" cpu.cfs_quota_us=50000 cpu.cfs_period_us=100000
 

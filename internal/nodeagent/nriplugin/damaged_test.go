@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
@@ -114,4 +115,38 @@ func TestHugeRecordDoesNotStallSync(t *testing.T) {
 	checkHeld(t, "after a restart beside a huge record", second.Allocations(), "p:app:"+c.cpus())
 	check(t, rt.mustCreate(rt.runPod("q", poolReq(`{"app": {"exclusive_b": 2}}`)), "app", nil),
 		want{cpus: "5,13", mems: "1", exclusive: "5,13"})
+}
+
+// countingStore counts the writes that reach a checkpoint.
+type countingStore struct {
+	nriplugin.Checkpoint
+	mu     sync.Mutex
+	writes int
+}
+
+func (s *countingStore) Put(a allocation.Allocation) error {
+	s.mu.Lock()
+	s.writes++
+	s.mu.Unlock()
+	return s.Checkpoint.Put(a)
+}
+
+// TestRestartRewritesNothing: an agent restarted on an intact checkpoint finds every record
+// equal to what it rebuilds from the runtime (an empty CPU set read back from a record
+// included) and writes nothing.
+func TestRestartRewritesNothing(t *testing.T) {
+	rt := newRuntime(t)
+	node := newNode(t, testTopology, testPoolsST)
+	dir := t.TempDir()
+	first := startAgent(t, rt, node, openStore(t, dir), nriplugin.Options{})
+	createAll(t, rt)
+	first.stop()
+	store := &countingStore{Checkpoint: openStore(t, dir)}
+	second := startAgent(t, rt, node, store, nriplugin.Options{})
+	if err := second.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if store.writes != 0 {
+		t.Errorf("the restarted agent rewrote %d records that matched the runtime", store.writes)
+	}
 }

@@ -231,5 +231,9 @@ func (a *Agent) persistDiff(known, now []allocation.Allocation) {
 func sameAllocation(x, y allocation.Allocation) bool {
 	return x.PodUID == y.PodUID && x.Namespace == y.Namespace && x.Pod == y.Pod && x.Container == y.Container &&
 		x.Pool == y.Pool && x.Type == y.Type && x.SharedPool == y.SharedPool && x.MilliCPU == y.MilliCPU &&
-		x.CPUs.Equals(y.CPUs) && x.Idled.Equals(y.Idled)
+		sameCPUs(x.CPUs, y.CPUs) && sameCPUs(x.Idled, y.Idled)
 }
+
+// sameCPUs compares CPU sets by content (cpuset.Equals tells an empty set read back from a
+// record from a zero one).
+func sameCPUs(x, y cpuset.CPUSet) bool { return x.Size() == y.Size() && x.IsSubsetOf(y) }
