@@ -10,12 +10,13 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/quantity"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/cpuset"
 )
 
 // Annotations that carry pool requests to the agent (CRI carries no extended resources).

@@ -3,16 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/podfence/podfence/internal/cliflags"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
+	"github.com/podfence/podfence/internal/cliflags"
 	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/extender"
 	"github.com/podfence/podfence/internal/kube/kubeapi/clientset"
-	"github.com/spf13/cobra"
 )
 
 type extenderFlags struct {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/podfence/podfence/internal/cliflags"
 	"io"
 	"os"
 	"os/signal"
@@ -11,10 +10,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/podfence/podfence/internal/cliflags"
 	"github.com/podfence/podfence/internal/nodeagent"
 	"github.com/podfence/podfence/internal/observe/metrics"
 	"github.com/podfence/podfence/internal/sandbox"
-	"github.com/spf13/cobra"
 )
 
 type agentFlags struct {

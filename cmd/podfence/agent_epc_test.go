@@ -1,9 +1,10 @@
 package main
 
 import (
-	"github.com/podfence/podfence/internal/cliflags"
 	"strings"
 	"testing"
+
+	"github.com/podfence/podfence/internal/cliflags"
 )
 
 func TestAgentEPCFlags(t *testing.T) {

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"github.com/podfence/podfence/internal/cliflags"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/podfence/podfence/internal/cliflags"
 )
 
 func TestAgentFlagsFromEnv(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,10 +9,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/podfence/podfence/internal/coresched"
-	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/podfence/podfence/internal/coresched"
+	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
+	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 
 // addCoreSchedFlags adds the agent's core-scheduling flags.

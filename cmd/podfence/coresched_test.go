@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/podfence/podfence/internal/cliflags"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,8 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podfence/podfence/internal/coresched"
 	"github.com/spf13/pflag"
+
+	"github.com/podfence/podfence/internal/cliflags"
+	"github.com/podfence/podfence/internal/coresched"
 )
 
 func TestPidsOf(t *testing.T) {

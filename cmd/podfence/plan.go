@@ -10,14 +10,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/podfence/podfence/example"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/manifest"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
-	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 )
 
 type planFlags struct {
@@ -92,7 +93,7 @@ func runPlan(out io.Writer, f planFlags, args []string) error {
 		return err
 	}
 	node := plan.NewNode(topo, layout, plan.Policy{})
-	st := plan.NewState(node)
+	st := plan.NewLedger(node)
 	if f.checkpoint != "" {
 		if err := restoreCheckpoint(f.checkpoint, node, st); err != nil {
 			return err
@@ -113,7 +114,7 @@ func runPlan(out io.Writer, f planFlags, args []string) error {
 }
 
 // restoreCheckpoint loads an agent checkpoint into st, refusing records that no longer fit.
-func restoreCheckpoint(dir string, node *plan.Node, st *plan.State) error {
+func restoreCheckpoint(dir string, node *plan.Node, st *plan.Ledger) error {
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("flag --checkpoint: %w", err)
 	}

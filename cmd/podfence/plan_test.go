@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
-	"k8s.io/utils/cpuset"
 )
 
 // TestPlanEmbeddedExample runs `podfence plan` with no arguments, as the README's first

@@ -4,8 +4,9 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/podfence/podfence/internal/pinning"
 	"github.com/spf13/cobra"
+
+	"github.com/podfence/podfence/internal/pinning"
 )
 
 func newStartCmd() *cobra.Command {

@@ -12,13 +12,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/podfence/podfence/internal/nodeagent"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/observe/metrics"
 	"github.com/podfence/podfence/internal/observe/status"
 	"github.com/podfence/podfence/internal/observe/status/probe"
-	"github.com/spf13/cobra"
 )
 
 type statusFlags struct {

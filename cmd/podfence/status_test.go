@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	podapi "github.com/podfence/podfence/podapi"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,12 +17,14 @@ import (
 
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/nodeagent"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
 	"github.com/podfence/podfence/internal/observe/status"
 	"github.com/podfence/podfence/internal/testwait"
+	"github.com/podfence/podfence/podapi"
 )
 
 // statusPools split a 1-socket, 8-core SMT2 node (core c has threads 2c and 2c+1).

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/podfence/podfence/internal/cliflags"
 	"io"
 	"net"
 	"os"
@@ -11,8 +10,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/podfence/podfence/internal/admission"
 	"github.com/spf13/cobra"
+
+	"github.com/podfence/podfence/internal/admission"
+	"github.com/podfence/podfence/internal/cliflags"
 )
 
 type webhookFlags struct {

@@ -9,13 +9,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"github.com/podfence/podfence/internal/cliflags"
 	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/podfence/podfence/internal/cliflags"
 )
 
 func TestWebhookFlagsFromEnv(t *testing.T) {

@@ -1,10 +1,10 @@
 package admission
 
 import (
-	podapi "github.com/podfence/podfence/podapi"
 	"testing"
 
 	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/podapi"
 )
 
 // TestAgentReadsAnnotation: the agent's parser reads the cpu-pools annotation Mutate writes

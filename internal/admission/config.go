@@ -8,12 +8,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/podfence/podfence/internal/coresched"
-	"github.com/podfence/podfence/internal/cpu/allocation"
-	"github.com/podfence/podfence/internal/cpu/pools"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
+
+	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/cpu/pools"
 )
 
 // Config is what the webhook knows beyond the pod. The zero Config (and a nil one) checks

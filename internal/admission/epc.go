@@ -3,12 +3,13 @@ package admission
 import (
 	"errors"
 	"fmt"
-	podapi "github.com/podfence/podfence/podapi"
 	"strconv"
 	"strings"
 
-	"github.com/podfence/podfence/internal/epc"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podfence/podfence/internal/epc"
+	"github.com/podfence/podfence/podapi"
 )
 
 // ResourceEPC is the SGX EPC extended resource (Intel's SGX device plugin).

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/podfence/podfence/internal/admission"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podfence/podfence/internal/admission"
 )
 
 // Mutate on a pod whose container asks for two exclusive CPUs, half a CPU of the shared pool

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/quantity"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podfence/podfence/internal/quantity"
 )
 
 // FuzzReviewRealShaped builds from the input a valid pod CREATE as the API server sends it

@@ -22,12 +22,13 @@ import (
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	"github.com/podfence/podfence/internal/cpu/pools"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podfence/podfence/internal/cpu/pools"
 )
 
 // Two pool configs for two kinds of node, and the profiles of the tests.

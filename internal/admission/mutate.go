@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	podapi "github.com/podfence/podfence/podapi"
 	"slices"
 
-	"github.com/podfence/podfence/internal/coresched"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/podapi"
 )
 
 // JSON pointers of the maps Mutate changes.

@@ -1,9 +1,8 @@
 package admission
 
 import (
-	podapi "github.com/podfence/podfence/podapi"
-
 	"github.com/podfence/podfence/internal/pinning"
+	"github.com/podfence/podfence/podapi"
 )
 
 // checkPinning checks the process pinning annotation against the pool requests with the

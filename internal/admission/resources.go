@@ -6,11 +6,12 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Bounds on pool amounts, as the pinning annotation has them: a typo is an error.
@@ -140,7 +141,7 @@ func containerPools(c container, check bool, known []string) (poolRequest, error
 	return r, errors.Join(errs...)
 }
 
-func onePool(t, first, firstResource, pool string) string {
+func onePool(t allocation.PoolType, first, firstResource, pool string) string {
 	if first == pool {
 		return fmt.Sprintf("pool %q is also asked for as %s: name it once", pool, firstResource)
 	}

@@ -19,8 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podfence/podfence/internal/testwait"
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // startServeLog runs Serve on a loopback port, logging to log, until the test ends; it

@@ -3,10 +3,11 @@ package admission
 import (
 	"errors"
 	"fmt"
-	podapi "github.com/podfence/podfence/podapi"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podfence/podfence/internal/coresched"
-	corev1 "k8s.io/api/core/v1"
+	"github.com/podfence/podfence/podapi"
 )
 
 // fromMutation ends the messages about annotations the mutating webhook writes.

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/cliflags"
 	"github.com/spf13/pflag"
+
+	"github.com/podfence/podfence/internal/cliflags"
 )
 
 // TestLogFlags: the defaults, both formats, the level, and the environment form.

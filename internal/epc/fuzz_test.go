@@ -2,11 +2,11 @@ package epc_test
 
 import (
 	"errors"
-	podapi "github.com/podfence/podfence/podapi"
 	"strings"
 	"testing"
 
 	"github.com/podfence/podfence/internal/epc"
+	"github.com/podfence/podfence/podapi"
 )
 
 // FuzzParseLimit: no panic; an accepted value round-trips through its text form, and an

@@ -17,13 +17,14 @@ package epc
 import (
 	"errors"
 	"fmt"
-	"github.com/podfence/podfence/podapi"
 	"math"
 	"strconv"
 	"strings"
 
-	"github.com/podfence/podfence/internal/quantity"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/podfence/podfence/internal/quantity"
+	"github.com/podfence/podfence/podapi"
 )
 
 // The limit annotations, nri-plugins' sgx-epc compatible. The admission webhook turns a

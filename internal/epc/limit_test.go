@@ -2,11 +2,11 @@ package epc_test
 
 import (
 	"errors"
-	podapi "github.com/podfence/podfence/podapi"
 	"strings"
 	"testing"
 
 	"github.com/podfence/podfence/internal/epc"
+	"github.com/podfence/podfence/podapi"
 )
 
 const want = `want a whole number of bytes, decimal ("1048576") or a Kubernetes quantity ("1Mi", "64M"); 0 means no limit`

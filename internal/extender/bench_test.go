@@ -9,8 +9,9 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/podfence/podfence/internal/coresched"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/podfence/podfence/internal/coresched"
 )
 
 // benchCluster is 1,000 published nodes (32 to 128 cores) with 30 pods each, from 300

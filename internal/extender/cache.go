@@ -5,10 +5,11 @@ import (
 	"math"
 	"sync"
 
-	"github.com/podfence/podfence/internal/coresched"
-	"github.com/podfence/podfence/internal/kube/nodeinfo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/kube/nodeinfo"
 )
 
 // Cache holds the node facts scoring needs, updated incrementally by informer event handlers

@@ -4,11 +4,12 @@ import (
 	"context"
 	"testing"
 
-	"github.com/podfence/podfence/internal/coresched"
-	"github.com/podfence/podfence/internal/testwait"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // facts is one node's facts for a pod of group.

@@ -6,10 +6,11 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/podfence/podfence/internal/coresched"
-	"github.com/podfence/podfence/internal/kube/nodeinfo"
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/kube/nodeinfo"
 )
 
 // maxBody bounds a request: ExtenderArgs with full Node objects for thousands of nodes.

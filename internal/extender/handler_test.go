@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/coresched"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/podfence/podfence/internal/coresched"
 )
 
 // server is a real loopback server over a cache with three published nodes and one

@@ -6,11 +6,12 @@ import (
 	"log/slog"
 	"strconv"
 
-	"github.com/podfence/podfence/internal/kube/nodeinfo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podfence/podfence/internal/kube/nodeinfo"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -9,12 +9,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/podfence/podfence/internal/coresched"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/podfence/podfence/internal/coresched"
 )
 
 // assignedLive selects the pods that count: bound to a node and not finished.

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/coresched"
-	"github.com/podfence/podfence/internal/testwait"
 	"k8s.io/client-go/kubernetes/fake"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // TestRun serves from informers over the fake clientset until the context ends.

@@ -12,8 +12,9 @@ package extender
 import (
 	"math"
 
-	"github.com/podfence/podfence/internal/coresched"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/podfence/podfence/internal/coresched"
 )
 
 // Score bounds: the extender API's 0..10, with Neutral for "no opinion".

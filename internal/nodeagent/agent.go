@@ -7,12 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"log/slog"
 	"maps"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
@@ -25,7 +27,6 @@ import (
 	"github.com/podfence/podfence/internal/observe/metrics"
 	"github.com/podfence/podfence/internal/sandbox"
 	vmenforce "github.com/podfence/podfence/internal/sandbox/enforce"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // HostnameLabel is the node label the agent sets from NodeName when it is not given.
@@ -62,7 +63,7 @@ type Config struct {
 	MetricsAddress string
 	// Events posts Kubernetes Events on pods for refusals and degraded enforcement, to the
 	// API server of Kubeconfig or, if that is empty, of the pod the agent runs in (package
-	// events; ops.go).
+	// events; reporter.go).
 	Events     bool
 	Kubeconfig string
 	// DevicePluginDir, if set, is the kubelet's device-plugin directory: each exclusive and
@@ -139,7 +140,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	exts = append(exts, cfg.Extensions...)
-	o, err := newOps(cfg, node, reg, api, log) // report, pool metrics, Events (ops.go)
+	o, err := newReporter(cfg, node, reg, api, log) // report, pool metrics, Events (reporter.go)
 	if err != nil {
 		return err
 	}

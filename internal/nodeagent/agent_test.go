@@ -3,7 +3,6 @@ package nodeagent_test
 import (
 	"context"
 	"fmt"
-	podapi "github.com/podfence/podfence/podapi"
 	"io"
 	"log/slog"
 	"os"
@@ -12,11 +11,13 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/nodeagent"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
 	"github.com/podfence/podfence/internal/testwait"
+	"github.com/podfence/podfence/podapi"
 )
 
 const poolConfig = `

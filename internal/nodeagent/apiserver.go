@@ -11,7 +11,7 @@ import (
 // userAgent names the agent to the API server.
 const userAgent = "podfence-agent"
 
-// apiClient is the agent's one client of the API server, for its Events (ops.go) and its
+// apiClient is the agent's one client of the API server, for its Events (reporter.go) and its
 // Node's info (package nodeinfo): that of cfg.Kubeconfig or, without one, of the pod the
 // agent runs in (kubeapi.Load). It is nil when neither needs it, outside a pod without a
 // kubeconfig, and when the credentials cannot be used but Events can do without (the pod's

@@ -3,11 +3,12 @@ package nodeagent
 import (
 	"context"
 	"fmt"
-	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"log/slog"
 
-	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/prometheus/client_golang/prometheus"
+
+	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
+	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 
 // coreSched builds the core-scheduling extension (the real prctl) and runs its process-event

@@ -1,7 +1,6 @@
 package nodeagent_test
 
 import (
-	"github.com/podfence/podfence/internal/dashboard"
 	"os"
 	"regexp"
 	"slices"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v2"
+
+	"github.com/podfence/podfence/internal/dashboard"
 )
 
 const dashboardFile = "../../deploy/grafana/podfence-dashboard.json"

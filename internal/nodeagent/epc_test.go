@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/nodeagent"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"

@@ -2,20 +2,21 @@ package nodeagent
 
 import (
 	"context"
-	podapi "github.com/podfence/podfence/podapi"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/observe/metrics"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/podfence/podfence/podapi"
 )
 
 // testNode is a 1-socket, 4-core SMT2 node (core c: CPUs c and c+4) split by poolYAML.
@@ -60,7 +61,7 @@ func TestPendingPoolConfigReported(t *testing.T) {
 	}
 	reg := metrics.NewRegistry()
 	rec := &fakeRecorder{}
-	o := &ops{rec: rec, seen: map[string]bool{}, reg: reg, cfg: Config{NodeName: "node-a"}}
+	o := &reporter{rec: rec, seen: map[string]bool{}, reg: reg, cfg: Config{NodeName: "node-a"}}
 	if _, err := o.attach(a); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestDegradedPoolsEvent(t *testing.T) {
 	a := nriplugin.New(testNode(t, poolsBefore), store, slog.New(slog.NewTextHandler(io.Discard, nil)), nriplugin.Options{})
 	defer a.Close()
 	rec := &fakeRecorder{}
-	o := &ops{rec: rec, seen: map[string]bool{}, cfg: Config{NodeName: "node-a"}}
+	o := &reporter{rec: rec, seen: map[string]bool{}, cfg: Config{NodeName: "node-a"}}
 	o.degradedPools(a)
 	if len(rec.got) != 0 {
 		t.Fatalf("events with every CPU online: %+v", rec.got)

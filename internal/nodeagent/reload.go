@@ -12,7 +12,7 @@ import (
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 )
 
-// reloader is what watchPools needs of the agent (nriplugin.Agent.Reload).
+// reloader is what watchPools needs of the agent (nriplugin.Plugin.Reload).
 type reloader interface {
 	Reload(node *plan.Node) error
 }

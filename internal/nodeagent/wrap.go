@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"

@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent"
 	"github.com/podfence/podfence/internal/pinning"
-	"k8s.io/utils/cpuset"
 )
 
 func TestStarterWrap(t *testing.T) {

@@ -3,9 +3,10 @@ package pinning
 import (
 	"fmt"
 
-	"github.com/podfence/podfence/internal/cpu/topology"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
 // SchedAffinity is the kernel's Affinity: sched_setaffinity(2), with masks sized for every

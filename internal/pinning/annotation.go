@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/podfence/podfence/podapi"
 	"io"
 	"reflect"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/podapi"
 )
 
 // Annotation keys, podfence's first: it wins when a pod has both.
@@ -45,7 +45,7 @@ type Process struct {
 }
 
 // Type is the type of the process's pool: allocation.TypeExclusive, TypeShared or TypeDefault.
-func (p Process) Type() string { return pools.TypeOf(p.Pool) }
+func (p Process) Type() allocation.PoolType { return pools.TypeOf(p.Pool) }
 
 // Container is one container's entry in the annotation.
 type Container struct {
@@ -167,7 +167,7 @@ func parseContainer(wc wireContainer) (Container, error) {
 	if len(wc.Processes) == 0 || len(wc.Processes) > maxProcesses {
 		return Container{}, fmt.Errorf("container %q: has %d processes (want 1 to %d)", wc.Name, len(wc.Processes), maxProcesses)
 	}
-	pool := map[string]string{} // type → the pool name first seen
+	pool := map[allocation.PoolType]string{} // type → the pool name first seen
 	for i, wp := range wc.Processes {
 		p, err := parseProcess(wp, i == len(wc.Processes)-1)
 		if err != nil {
@@ -206,7 +206,7 @@ func parseProcess(wp wireProcess, last bool) (Process, error) {
 	return p, nil
 }
 
-func parseCPUs(num json.Number, poolType string) (int, error) {
+func parseCPUs(num json.Number, poolType allocation.PoolType) (int, error) {
 	lo, hi, unit := 1, maxCPUs, "a whole number of CPUs"
 	switch poolType {
 	case allocation.TypeShared:

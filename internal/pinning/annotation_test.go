@@ -2,10 +2,11 @@ package pinning
 
 import (
 	"errors"
-	"github.com/podfence/podfence/podapi"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/podfence/podfence/podapi"
 )
 
 // cpuPoolerExample is CPU-Pooler's deployment/cpu-test.yaml style of annotation.

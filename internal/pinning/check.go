@@ -63,7 +63,7 @@ func Check(procs []Process, c Pools) error {
 }
 
 // describe says which pool of type t the container has.
-func (c Pools) describe(t string) string {
+func (c Pools) describe(t allocation.PoolType) string {
 	switch {
 	case t == allocation.TypeExclusive && c.Exclusive != "":
 		return fmt.Sprintf("it asks for %d CPUs of exclusive pool %q", c.CPUs, c.Exclusive)

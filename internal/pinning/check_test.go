@@ -4,8 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
 func TestCheck(t *testing.T) {

@@ -3,8 +3,9 @@ package pinning_test
 import (
 	"fmt"
 
-	"github.com/podfence/podfence/internal/pinning"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/pinning"
 )
 
 func ExamplePlan() {

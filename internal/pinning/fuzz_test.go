@@ -2,13 +2,14 @@ package pinning
 
 import (
 	"errors"
-	"github.com/podfence/podfence/podapi"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/podapi"
 )
 
 // FuzzParse checks that Parse never panics, that every error is an *AnnotationError naming

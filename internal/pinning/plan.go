@@ -3,8 +3,9 @@ package pinning
 import (
 	"errors"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
 // ErrNotEnoughCPUs is wrapped by the errors of Plan and Check when processes ask for CPUs

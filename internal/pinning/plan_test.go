@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/cpu/topology"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
 func mustCPUs(t testing.TB, s string) cpuset.CPUSet {

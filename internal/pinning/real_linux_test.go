@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/testwait"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // twoCPUs returns this process's CPUs and two of them, or skips the test.

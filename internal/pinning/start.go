@@ -7,8 +7,9 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/podfence/podfence/internal/cpu/topology"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
 // Environment that podfence start reads. The agent sets all four (Wrap sets the first two);

@@ -3,8 +3,9 @@ package sandbox_test
 import (
 	"fmt"
 
-	"github.com/podfence/podfence/internal/sandbox"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/sandbox"
 )
 
 // A Kata pod with the RuntimeClass overhead 250m CPU / 160Mi, before and after its two

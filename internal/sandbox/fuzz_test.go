@@ -5,8 +5,9 @@ import (
 	"math/big"
 	"testing"
 
-	"github.com/podfence/podfence/internal/sandbox"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/sandbox"
 )
 
 // FuzzSize checks the arithmetic against exact big-number sums: no overflow, the quota is

@@ -4,9 +4,10 @@ import (
 	"math"
 	"testing"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/sandbox"
-	"k8s.io/utils/cpuset"
 )
 
 const mi = 1 << 20

@@ -2,9 +2,9 @@ package enforce
 
 import (
 	"cmp"
-	"github.com/podfence/podfence/internal/coresched"
 	"slices"
 
+	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 

@@ -1,11 +1,11 @@
 package enforce
 
 import (
-	"github.com/podfence/podfence/internal/coresched"
 	"maps"
 	"slices"
 	"testing"
 
+	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 

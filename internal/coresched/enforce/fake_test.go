@@ -12,8 +12,9 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
-	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 
 // fakeNode is a fake /proc and cgroup v2 tree in temporary directories, and a Kernel that

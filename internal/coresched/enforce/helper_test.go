@@ -11,8 +11,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/podfence/podfence/internal/coresched/kernel"
 	"golang.org/x/sys/unix"
+
+	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 
 // helperEnv makes the test binary act as a child process for the tests (see runHelper).

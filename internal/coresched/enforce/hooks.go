@@ -3,9 +3,10 @@ package enforce
 import (
 	"context"
 	"fmt"
-	"github.com/podfence/podfence/internal/coresched"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 )

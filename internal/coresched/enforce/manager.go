@@ -3,14 +3,15 @@ package enforce
 import (
 	"errors"
 	"fmt"
-	"github.com/podfence/podfence/internal/coresched"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 
 // Kernel is the core-scheduling surface the manager uses; kernel.Prctl is the real one.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/podfence/podfence/internal/coresched"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,9 +11,11 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/podfence/podfence/internal/cpu/plan"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 var ctx = context.Background()

@@ -3,8 +3,9 @@ package enforce
 import (
 	"errors"
 
-	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 
 // metrics are the manager's Prometheus collectors, all named podfence_coresched_*.

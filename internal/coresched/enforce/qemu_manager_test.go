@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/podfence/podfence/internal/coresched/procevents"
 	"github.com/podfence/podfence/internal/testwait"
-	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 )
 
 // TestQEMUManager drives the manager through a pod lifecycle on the real kernel: two

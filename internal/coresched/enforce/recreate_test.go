@@ -1,13 +1,14 @@
 package enforce
 
 import (
-	"github.com/podfence/podfence/internal/coresched"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/podfence/podfence/internal/coresched"
 )
 
 // TestSandboxRecreated: the kubelet re-creates a dead pod sandbox under the same pod UID,

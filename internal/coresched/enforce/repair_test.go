@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/podfence/podfence/internal/coresched/procevents"
 	"github.com/podfence/podfence/internal/testwait"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // started returns a manager with one shop container (pid 110, threads 111 112) holding the

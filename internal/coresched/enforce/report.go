@@ -2,9 +2,9 @@ package enforce
 
 import (
 	"fmt"
-	"github.com/podfence/podfence/internal/coresched"
 	"strings"
 
+	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/observe/status"
 )

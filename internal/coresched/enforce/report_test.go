@@ -2,9 +2,9 @@ package enforce
 
 import (
 	"encoding/json"
-	"github.com/podfence/podfence/internal/coresched"
 	"testing"
 
+	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/podfence/podfence/internal/observe/status"
 )

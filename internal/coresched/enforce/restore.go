@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 

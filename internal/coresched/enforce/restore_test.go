@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 

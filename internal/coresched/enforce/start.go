@@ -3,9 +3,9 @@ package enforce
 import (
 	"errors"
 	"fmt"
-	"github.com/podfence/podfence/internal/coresched"
 	"slices"
 
+	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 

@@ -3,8 +3,9 @@ package allocate
 import (
 	"testing"
 
-	"github.com/podfence/podfence/internal/cpu/topology"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
 func mustTopo(t testing.TB, spec string) *topology.Topology {

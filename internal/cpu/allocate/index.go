@@ -19,8 +19,9 @@ package allocate
 import (
 	"sort"
 
-	"github.com/podfence/podfence/internal/cpu/topology"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
 // Index is the precomputed layout of one exclusive pool: its cores, grouped by NUMA node and

@@ -7,20 +7,24 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/podfence/podfence/internal/cpu/topology"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
-// Pool types, as named by the pool config (prefix of the pool name).
+// PoolType is how a pool hands out CPUs; the pool config names it by the pool name's prefix.
+type PoolType string
+
+// The pool types.
 const (
-	TypeExclusive = "exclusive"
-	TypeShared    = "shared"
-	TypeDefault   = "default"
+	TypeExclusive PoolType = "exclusive" // whole CPUs, one container each
+	TypeShared    PoolType = "shared"    // millicpu shares, enforced by CFS quota
+	TypeDefault   PoolType = "default"   // everything else
 )
 
 // TypeRank orders pool types for display: exclusive, then shared, then default (and any
 // other).
-func TypeRank(t string) int {
+func TypeRank(t PoolType) int {
 	switch t {
 	case TypeExclusive:
 		return 0
@@ -47,7 +51,7 @@ type Allocation struct {
 	Pod       string
 	Container string
 	Pool      string
-	Type      string
+	Type      PoolType
 	CPUs      cpuset.CPUSet
 	Idled     cpuset.CPUSet
 	// SharedPool and MilliCPU: the shared-pool share, alone or beside exclusive CPUs.
@@ -62,16 +66,16 @@ func (a Allocation) Key() Key { return Key{PodUID: a.PodUID, Container: a.Contai
 func (a Allocation) Held() cpuset.CPUSet { return a.CPUs.Union(a.Idled) }
 
 type allocationJSON struct {
-	PodUID    string `json:"podUID"`
-	Namespace string `json:"namespace,omitempty"`
-	Pod       string `json:"pod,omitempty"`
-	Container string `json:"container"`
-	Pool      string `json:"pool"`
-	Type      string `json:"type"`
-	CPUs      string `json:"cpus,omitempty"`
-	Idled     string `json:"idled,omitempty"`
-	Shared    string `json:"sharedPool,omitempty"`
-	MilliCPU  int64  `json:"milliCPU,omitempty"`
+	PodUID    string   `json:"podUID"`
+	Namespace string   `json:"namespace,omitempty"`
+	Pod       string   `json:"pod,omitempty"`
+	Container string   `json:"container"`
+	Pool      string   `json:"pool"`
+	Type      PoolType `json:"type"`
+	CPUs      string   `json:"cpus,omitempty"`
+	Idled     string   `json:"idled,omitempty"`
+	Shared    string   `json:"sharedPool,omitempty"`
+	MilliCPU  int64    `json:"milliCPU,omitempty"`
 }
 
 // MarshalJSON writes CPU sets in their canonical Linux list form.

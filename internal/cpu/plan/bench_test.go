@@ -15,9 +15,9 @@ pools:
 
 // loaded256 returns the 256-CPU node holding 500 allocations: 100 exclusive containers of
 // 1-3 CPUs (200 of the pool's 232 CPUs) and 400 shared containers of 30 millicpu.
-func loaded256(b *testing.B) (*Node, *State) {
+func loaded256(b *testing.B) (*Node, *Ledger) {
 	n := nodeOf(b, "sockets=2,numa=4,cores=64,threads=2", pools256)
-	s := NewState(n)
+	s := NewLedger(n)
 	for i := range 500 {
 		r := req("shared_s", "30")
 		if i%5 == 0 {

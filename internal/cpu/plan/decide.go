@@ -6,11 +6,12 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocate"
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/cpuset"
 )
 
 // Environment variables that tell the application its CPUs.
@@ -40,7 +41,7 @@ func (c Container) podName() string { return c.Namespace + "/" + c.Pod }
 
 // Plan decides for one container without changing s. A container that already holds an
 // allocation gets the decision it had (Existing), so a running container's CPUs never move.
-func (n *Node) Plan(s *State, c Container) (Decision, error) {
+func (n *Node) Plan(s *Ledger, c Container) (Decision, error) {
 	if a, ok := s.Get(c.Key()); ok {
 		d := n.decide(a)
 		d.Existing = true
@@ -58,7 +59,7 @@ func (n *Node) Plan(s *State, c Container) (Decision, error) {
 }
 
 // Allocate plans and, on success, records the allocation in s.
-func (n *Node) Allocate(s *State, c Container) (Decision, error) {
+func (n *Node) Allocate(s *Ledger, c Container) (Decision, error) {
 	d, err := n.Plan(s, c)
 	if err != nil || d.Existing {
 		return d, err
@@ -74,7 +75,7 @@ func refuse(code, format string, args ...any) error {
 }
 
 // allocation computes what c would hold.
-func (n *Node) allocation(s *State, c Container) (allocation.Allocation, error) {
+func (n *Node) allocation(s *Ledger, c Container) (allocation.Allocation, error) {
 	a := allocation.Allocation{PodUID: c.PodUID, Namespace: c.Namespace, Pod: c.Pod, Container: c.Name,
 		Pool: n.Pools.Default.Name, Type: allocation.TypeDefault}
 	if c.Sandbox {
@@ -120,7 +121,7 @@ func (n *Node) allocation(s *State, c Container) (allocation.Allocation, error) 
 // shareOf sets the shared-pool share; q counts millicpu (devices of the pool's resource).
 // An amount above the pool's capacity is refused before any arithmetic on it, so a value
 // that overflows int64 cannot wrap into a grant.
-func (n *Node) shareOf(s *State, a *allocation.Allocation, name string, q resource.Quantity) error {
+func (n *Node) shareOf(s *Ledger, a *allocation.Allocation, name string, q resource.Quantity) error {
 	p, _ := n.Pools.Pool(name)
 	capacity := int64(p.CPUs.Size()) * 1000
 	if q.Cmp(*resource.NewQuantity(capacity, resource.DecimalSI)) > 0 {
@@ -141,7 +142,7 @@ func (n *Node) shareOf(s *State, a *allocation.Allocation, name string, q resour
 }
 
 // exclusive fills a's CPUs: the given ones after checks, else the allocator's choice.
-func (n *Node) exclusive(s *State, a *allocation.Allocation, want int, given cpuset.CPUSet) error {
+func (n *Node) exclusive(s *Ledger, a *allocation.Allocation, want int, given cpuset.CPUSet) error {
 	ix, free := n.index[a.Pool], s.free[a.Pool]
 	if given.Size() == 0 {
 		r, err := ix.Exclusive(free, want)

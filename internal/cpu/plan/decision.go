@@ -3,8 +3,9 @@ package plan
 import (
 	"encoding/json"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
 // EnvVar is one environment variable for the container.
@@ -15,7 +16,7 @@ type EnvVar struct {
 
 // Decision is what the runtime must set up for one container before it starts.
 type Decision struct {
-	// Allocation is what the container holds (recorded in State and the checkpoint).
+	// Allocation is what the container holds (recorded in Ledger and the checkpoint).
 	Allocation allocation.Allocation
 	// CPUs is cpuset.cpus; Mems is cpuset.mems (the NUMA nodes of CPUs).
 	CPUs cpuset.CPUSet

@@ -1,5 +1,5 @@
 // Package plan is podfence's pure planner: from a node (topology, validated pools, policy),
-// what the node already handed out (State) and one container's request, it computes a
+// what the node already handed out (Ledger) and one container's request, it computes a
 // Decision — pool, cpuset, memory nodes, CFS quota, environment — or a Refusal with a reason.
 // It performs no I/O; the NRI agent and `podfence plan` apply or print its decisions.
 package plan
@@ -7,11 +7,12 @@ package plan
 import (
 	"fmt"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocate"
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"k8s.io/utils/cpuset"
 )
 
 // DefaultCFSPeriod is the CFS period, in microseconds, used for shared-pool quotas.
@@ -51,7 +52,7 @@ func NewNode(topo *topology.Topology, pn *pools.Node, pol Policy) *Node {
 }
 
 // poolNames lists the node's pools of one type (all pools if typ is "").
-func (n *Node) poolNames(typ string) []string {
+func (n *Node) poolNames(typ allocation.PoolType) []string {
 	var names []string
 	for _, p := range n.Pools.Pools {
 		if typ == "" || p.Type == typ {

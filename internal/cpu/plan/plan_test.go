@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/cpuset"
 )
 
 // testNode: 2 sockets x 4 cores x 2 threads; core c = CPUs {c, c+8}; NUMA 0 = cores 0-3.
@@ -90,7 +91,7 @@ func TestPlanDecisions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := testNode(t)
-			s := NewState(n)
+			s := NewLedger(n)
 			d, err := n.Allocate(s, tc.c)
 			if err != nil {
 				t.Fatal(err)
@@ -147,7 +148,7 @@ func TestPlanRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := testNode(t)
-			s := NewState(n)
+			s := NewLedger(n)
 			for _, b := range tc.before {
 				if _, err := n.Allocate(s, b); err != nil {
 					t.Fatal(err)
@@ -171,7 +172,7 @@ func TestPlanRefusals(t *testing.T) {
 
 func TestReleaseFrees(t *testing.T) {
 	n := testNode(t)
-	s := NewState(n)
+	s := NewLedger(n)
 	c := ctr("a", req("exclusive_m", "8", "shared_s", "2000"))
 	if _, err := n.Allocate(s, c); err != nil {
 		t.Fatal(err)
@@ -188,7 +189,7 @@ func TestReleaseFrees(t *testing.T) {
 }
 
 func TestRestore(t *testing.T) {
-	alloc := func(pool, typ, cpus string) allocation.Allocation {
+	alloc := func(pool string, typ allocation.PoolType, cpus string) allocation.Allocation {
 		set, _ := topology.ParseCPUList(cpus)
 		return allocation.Allocation{PodUID: "u-" + cpus, Container: "c", Pool: pool, Type: typ, CPUs: set}
 	}
@@ -206,7 +207,7 @@ func TestRestore(t *testing.T) {
 			err: `restore allocation of u-2-3/c: CPUs 2 of pool "exclusive_m" are held by another container ([/c])`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := NewState(testNode(t)).Restore(tc.allocs)
+			err := NewLedger(testNode(t)).Restore(tc.allocs)
 			if (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) {
 				t.Errorf("err = %v, want %q", err, tc.err)
 			}

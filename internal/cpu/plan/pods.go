@@ -4,9 +4,10 @@ import (
 	"errors"
 	"sort"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
 // Placed is one planned container of a pod.
@@ -19,15 +20,15 @@ type Placed struct {
 
 // PoolUsage is how much of one pool the plan uses.
 type PoolUsage struct {
-	Pool       string `json:"pool"`
-	Type       string `json:"type"`
-	CPUs       string `json:"cpus"`
-	Size       int    `json:"size"`               // CPUs in the pool
-	Held       int    `json:"held,omitempty"`     // exclusive: CPUs held (given + idled)
-	Idled      int    `json:"idled,omitempty"`    // exclusive: siblings idled by singleThreaded
-	MilliCPU   int64  `json:"milliCPU,omitempty"` // shared: millicpu granted
-	Capacity   int64  `json:"capacity,omitempty"` // shared: millicpu in the pool
-	Containers int    `json:"containers"`         // containers running on the pool
+	Pool       string              `json:"pool"`
+	Type       allocation.PoolType `json:"type"`
+	CPUs       string              `json:"cpus"`
+	Size       int                 `json:"size"`               // CPUs in the pool
+	Held       int                 `json:"held,omitempty"`     // exclusive: CPUs held (given + idled)
+	Idled      int                 `json:"idled,omitempty"`    // exclusive: siblings idled by singleThreaded
+	MilliCPU   int64               `json:"milliCPU,omitempty"` // shared: millicpu granted
+	Capacity   int64               `json:"capacity,omitempty"` // shared: millicpu in the pool
+	Containers int                 `json:"containers"`         // containers running on the pool
 }
 
 // Report is the outcome of planning a list of pods on a node.
@@ -42,7 +43,7 @@ type Report struct {
 // containers are planned first and released when done, as they exit before the app
 // containers start. A pod with any refused container is refused whole: what its other
 // containers took is released, so later pods see the node as if it never came.
-func (n *Node) PlanPods(s *State, pods []*corev1.Pod) Report {
+func (n *Node) PlanPods(s *Ledger, pods []*corev1.Pod) Report {
 	var rep Report
 	rep.Warnings = append(rep.Warnings, n.Pools.Warnings...)
 	for _, pod := range pods {
@@ -57,7 +58,7 @@ func (n *Node) PlanPods(s *State, pods []*corev1.Pod) Report {
 	return rep
 }
 
-func (n *Node) planPod(s *State, pod *corev1.Pod) ([]Placed, *Refusal) {
+func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
 	ns := pod.Namespace
 	if ns == "" {
 		ns = "default"
@@ -105,7 +106,7 @@ func (n *Node) planPod(s *State, pod *corev1.Pod) ([]Placed, *Refusal) {
 }
 
 // Usage summarises each pool: CPUs held, millicpu granted, containers placed.
-func (n *Node) Usage(s *State, placed []Placed) []PoolUsage {
+func (n *Node) Usage(s *Ledger, placed []Placed) []PoolUsage {
 	count := map[string]int{}
 	for _, p := range placed {
 		if p.Init {

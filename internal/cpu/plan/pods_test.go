@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/manifest"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podfence/podfence/internal/manifest"
 )
 
 func pods(t testing.TB, yaml string) []*corev1.Pod {
@@ -82,7 +83,7 @@ spec:
 // CPUs go back, so the last pod still fits.
 func TestPlanPods(t *testing.T) {
 	n := testNode(t)
-	s := NewState(n)
+	s := NewLedger(n)
 	rep := n.PlanPods(s, pods(t, podList))
 	var got []string
 	for _, p := range rep.Placed {

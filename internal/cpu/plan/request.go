@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/podfence/podfence/internal/cpu/pools"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/podfence/podfence/internal/cpu/pools"
 )
 
 // Request is what one container asks of the pools: pool name → amount. Exclusive pools count

@@ -8,8 +8,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/podfence/podfence/internal/cpu/topology"
 	"go.yaml.in/yaml/v2"
+
+	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
 // rawConfig and rawPool mirror the YAML. Scalars decode into strings with their text as

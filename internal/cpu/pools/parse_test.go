@@ -11,7 +11,7 @@ import (
 func poolsText(pools []Pool) string {
 	var b strings.Builder
 	for _, p := range pools {
-		b.WriteString(p.Name + " " + p.Type + " " + p.CPUs.String() + " " + string(p.HTPolicy) + "\n")
+		b.WriteString(p.Name + " " + string(p.Type) + " " + p.CPUs.String() + " " + string(p.HTPolicy) + "\n")
 	}
 	return b.String()
 }

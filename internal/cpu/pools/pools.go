@@ -25,12 +25,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
-)
 
-// Type is a pool type: allocation.TypeExclusive, allocation.TypeShared or allocation.TypeDefault.
-type Type = string
+	"github.com/podfence/podfence/internal/cpu/allocation"
+)
 
 // Name prefixes that select a pool type, as CPU-Pooler's DeterminePoolType matches them.
 const (
@@ -40,7 +38,7 @@ const (
 
 // TypeOf returns the type of the pool named poolName: exclusive for names that start with
 // "exclusive", shared for names that start with "shared", default for any other name.
-func TypeOf(poolName string) Type {
+func TypeOf(poolName string) allocation.PoolType {
 	switch {
 	case strings.HasPrefix(poolName, sharedPrefix):
 		return allocation.TypeShared
@@ -65,9 +63,9 @@ const (
 // Pool is one named CPU pool.
 type Pool struct {
 	Name     string
-	Type     Type          // TypeOf(Name)
-	CPUs     cpuset.CPUSet // never empty in a valid config
-	HTPolicy HTPolicy      // SingleThreaded when the config sets none
+	Type     allocation.PoolType // TypeOf(Name)
+	CPUs     cpuset.CPUSet       // never empty in a valid config
+	HTPolicy HTPolicy            // SingleThreaded when the config sets none
 }
 
 // Config is one parsed pool config file.

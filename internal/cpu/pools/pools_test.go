@@ -7,7 +7,10 @@ import (
 )
 
 func TestTypeOf(t *testing.T) {
-	tests := []struct{ name, want string }{
+	tests := []struct {
+		name string
+		want allocation.PoolType
+	}{
 		{"exclusive_caas", allocation.TypeExclusive},
 		{"exclusive", allocation.TypeExclusive},
 		{"exclusivepool", allocation.TypeExclusive}, // CPU-Pooler matches the bare prefix

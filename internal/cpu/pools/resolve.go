@@ -6,9 +6,10 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"k8s.io/utils/cpuset"
 )
 
 // Select returns the config whose nodeSelector matches nodeLabels: every selector label must

@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"k8s.io/utils/cpuset"
 )
 
 // newTopo builds a one-socket node of cores physical cores with threads SMT threads each,

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
 // ConfigError is one problem in one pool config. Error reads like

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/cpu/topology"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
 // FuzzParseCPUList: no panic, every accepted list round-trips through String, and holds

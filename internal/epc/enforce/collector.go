@@ -1,9 +1,10 @@
 package enforce
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/podfence/podfence/internal/epc"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 var ctrLabels = []string{"namespace", "pod", "container"}

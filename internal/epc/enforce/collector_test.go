@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
-	"github.com/podfence/podfence/internal/cpu/plan"
-	"github.com/podfence/podfence/internal/epc"
-	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/internal/epc"
+	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"
 )
 
 // tracked puts the tree's two containers (see cgroupstest) into n as the runtime reports

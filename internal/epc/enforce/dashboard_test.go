@@ -1,13 +1,14 @@
 package enforce_test
 
 import (
-	"github.com/podfence/podfence/internal/dashboard"
 	"regexp"
 	"slices"
 	"testing"
 
-	"github.com/podfence/podfence/internal/epc"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podfence/podfence/internal/dashboard"
+	"github.com/podfence/podfence/internal/epc"
 )
 
 const dashboardFile = "../../../deploy/grafana/epc-dashboard.json"

@@ -34,6 +34,7 @@ import (
 	"sync"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/epc"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/epc"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/epc"
 	"github.com/podfence/podfence/internal/epc/enforce"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/epc"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"
 )

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/epc"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"
 	"github.com/podfence/podfence/internal/observe/status"

@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/podfence/podfence/internal/kube/kubeapi"
 	"github.com/podfence/podfence/internal/kube/nodeinfo"
 	"github.com/podfence/podfence/internal/testwait"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestMergePatch(t *testing.T) {

@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
 // TestWriteBatch: a batch writes and removes records as Put and Delete do, and a record

@@ -10,8 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
 const uid1, uid2 = "0b9c5b1e-4a0e-4d5c-9a51-1f0e0c2f7a11", "7d3e2f10-8c4b-4f6a-b2d9-55a1c3e4f6b2"

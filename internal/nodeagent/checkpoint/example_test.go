@@ -6,9 +6,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
-	"k8s.io/utils/cpuset"
 )
 
 func Example() {

@@ -5,8 +5,9 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
 // Conflict is a recorded allocation that no longer fits the node. Running containers' CPUs

@@ -4,8 +4,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
 func TestValidate(t *testing.T) {

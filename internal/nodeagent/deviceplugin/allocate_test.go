@@ -2,16 +2,17 @@ package deviceplugin
 
 import (
 	"fmt"
-	podapi "github.com/podfence/podfence/podapi"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/cpu/plan"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/podapi"
 )
 
 // ids splits "2,10" into device IDs; "" is none.

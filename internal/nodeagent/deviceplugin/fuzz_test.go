@@ -1,11 +1,12 @@
 package deviceplugin
 
 import (
-	podapi "github.com/podfence/podfence/podapi"
 	"strings"
 	"testing"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/podfence/podfence/podapi"
 )
 
 // FuzzDeviceIDs feeds device ID lists from the kubelet to Allocate and

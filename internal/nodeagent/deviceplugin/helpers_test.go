@@ -13,14 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podfence/podfence/internal/cpu/plan"
-	"github.com/podfence/podfence/internal/cpu/pools"
-	"github.com/podfence/podfence/internal/cpu/topology"
-	"github.com/podfence/podfence/internal/testwait"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/internal/cpu/pools"
+	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // testTopo is 2 sockets (NUMA 0 and 1) × 4 cores × 2 threads: core c has CPUs c and c+8;

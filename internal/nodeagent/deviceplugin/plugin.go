@@ -36,11 +36,12 @@ import (
 	"sync"
 	"time"
 
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
-	"k8s.io/utils/cpuset"
 )
 
 // KubeletSocket is the kubelet's registration socket in the device-plugin dir.

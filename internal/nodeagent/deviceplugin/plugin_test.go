@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/cpu/pools"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/pools"
 )
 
 func TestRegister(t *testing.T) {

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/podfence/podfence/internal/cpu/allocate"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocate"
 )
 
 // preferred answers GetPreferredAllocation for one container: AllocationSize devices among

@@ -2,18 +2,19 @@ package deviceplugin
 
 import (
 	"fmt"
-	podapi "github.com/podfence/podfence/podapi"
 	"strconv"
 	"strings"
 	"sync"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/cpuset"
 
 	"github.com/podfence/podfence/internal/cpu/allocate"
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
-	"k8s.io/utils/cpuset"
+	"github.com/podfence/podfence/podapi"
 )
 
 // resource is one pool advertised as an extended resource. Its devices never change; only

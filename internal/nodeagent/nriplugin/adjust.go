@@ -6,9 +6,10 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"k8s.io/utils/cpuset"
 )
 
 // adjustment turns a decision into the container's OCI adjustment: cpuset CPUs and memory

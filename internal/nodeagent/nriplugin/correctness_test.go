@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"

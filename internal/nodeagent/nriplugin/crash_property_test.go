@@ -3,7 +3,6 @@ package nriplugin_test
 import (
 	"context"
 	"fmt"
-	podapi "github.com/podfence/podfence/podapi"
 	"io"
 	"log/slog"
 	"maps"
@@ -14,11 +13,13 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
-	"k8s.io/utils/cpuset"
+	"github.com/podfence/podfence/podapi"
 )
 
 // memStore is a checkpoint in memory: the agent's "disk".
@@ -61,7 +62,7 @@ type trace struct {
 	t       *testing.T
 	rng     *rand.Rand
 	node    *plan.Node
-	agent   *nriplugin.Agent
+	agent   *nriplugin.Plugin
 	disk    *memStore
 	history [][]allocation.Allocation // the checkpoint after each step
 	pods    map[string]*api.PodSandbox

@@ -8,9 +8,10 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
-	"k8s.io/utils/cpuset"
 )
 
 // TestDamagedCheckpointRecords: records that do not fit the runtime or each other (idled

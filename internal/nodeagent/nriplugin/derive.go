@@ -3,10 +3,11 @@ package nriplugin
 import (
 	"fmt"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
-	"github.com/podfence/podfence/internal/cpu/plan"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/cpu/plan"
 )
 
 // derive rebuilds what CreateContainer recorded for a live container from the runtime alone:
@@ -14,7 +15,7 @@ import (
 // the settings podfence derives for that allocation are the cpuset the container runs on, so
 // a container that was moved, or placed by a different pool config, is not taken for one of
 // podfence's.
-func (a *Agent) derive(node *plan.Node, lc liveCtr) (allocation.Allocation, bool) {
+func (a *Plugin) derive(node *plan.Node, lc liveCtr) (allocation.Allocation, bool) {
 	if !lc.set || lc.cpus.IsEmpty() {
 		return allocation.Allocation{}, false
 	}
@@ -71,7 +72,7 @@ func onlineOf(node *plan.Node, cpus cpuset.CPUSet) cpuset.CPUSet {
 // that is the shared pool, with a CFS quota, holds that share of it; a cpuset that is the
 // default pool is a default-pool container. Others (no cpuset, spanning pools) stay
 // unmanaged.
-func (a *Agent) adoption(lc liveCtr) (allocation.Allocation, bool) {
+func (a *Plugin) adoption(lc liveCtr) (allocation.Allocation, bool) {
 	if !lc.set || lc.cpus.IsEmpty() {
 		return allocation.Allocation{}, false
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 )
 
@@ -71,7 +72,7 @@ func guard(ext Extension, hook string, f func() error) (err error) {
 }
 
 // createHooks runs every ContainerCreator and merges the fragments into adj.
-func (a *Agent) createHooks(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, d plan.Decision, adj *api.ContainerAdjustment) error {
+func (a *Plugin) createHooks(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, d plan.Decision, adj *api.ContainerAdjustment) error {
 	for _, ext := range a.exts {
 		h, ok := ext.(ContainerCreator)
 		if !ok {
@@ -90,7 +91,7 @@ func (a *Agent) createHooks(ctx context.Context, pod *api.PodSandbox, ctr *api.C
 }
 
 // notify runs hook on every extension that has it, logging errors; it returns them joined.
-func (a *Agent) notify(event string, call func(Extension) (bool, error)) error {
+func (a *Plugin) notify(event string, call func(Extension) (bool, error)) error {
 	var errs []error
 	for _, ext := range a.exts {
 		var has bool

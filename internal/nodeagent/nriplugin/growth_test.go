@@ -3,7 +3,6 @@ package nriplugin_test
 import (
 	"context"
 	"fmt"
-	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"io"
 	"log/slog"
 	goruntime "runtime"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+
+	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
@@ -63,7 +64,7 @@ func checkFlatInK(t *testing.T, opts func() nriplugin.Options) {
 	const k, rounds = 5000, 300
 	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(1))
 	ctx := context.Background()
-	var agents [2]*nriplugin.Agent
+	var agents [2]*nriplugin.Plugin
 	for i := range agents {
 		agents[i] = nriplugin.New(newNode(t, benchTopology, benchPools), nritest.NoCheckpoint{},
 			slog.New(slog.NewTextHandler(io.Discard, nil)), opts())
@@ -112,7 +113,7 @@ func checkFlatInK(t *testing.T, opts func() nriplugin.Options) {
 
 // growDirect creates and starts containers 0..n-1 through a's handlers, 4 per pod: 50 exclusive
 // (1 CPU), 200 shared (50 millicpu), the rest in the default pool.
-func growDirect(t *testing.T, a *nriplugin.Agent, n int) {
+func growDirect(t *testing.T, a *nriplugin.Plugin, n int) {
 	ctx := context.Background()
 	for p := 0; p*4 < n; p++ {
 		var entries []string
@@ -143,7 +144,7 @@ func growDirect(t *testing.T, a *nriplugin.Agent, n int) {
 
 // directLifecycle calls a's handlers for one pod with one container, RunPodSandbox to
 // RemovePodSandbox, and returns what each call cost.
-func directLifecycle(t *testing.T, a *nriplugin.Agent, id, req string) (out [len(lifeEvents)]callCost) {
+func directLifecycle(t *testing.T, a *nriplugin.Plugin, id, req string) (out [len(lifeEvents)]callCost) {
 	ctx := context.Background()
 	pod := &api.PodSandbox{Id: "pod-" + id, Uid: "uid-" + id, Name: id, Namespace: "bench"}
 	if req != "" {

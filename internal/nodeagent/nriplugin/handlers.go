@@ -9,26 +9,27 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 )
 
 // The NRI events the agent handles; the stub subscribes to exactly these.
 var (
-	_ stub.SynchronizeInterface     = (*Agent)(nil)
-	_ stub.ShutdownInterface        = (*Agent)(nil)
-	_ stub.RunPodInterface          = (*Agent)(nil)
-	_ stub.RemovePodInterface       = (*Agent)(nil)
-	_ stub.CreateContainerInterface = (*Agent)(nil)
-	_ stub.UpdateContainerInterface = (*Agent)(nil)
-	_ stub.StopContainerInterface   = (*Agent)(nil)
-	_ stub.RemoveContainerInterface = (*Agent)(nil)
-	_ stub.StartContainerInterface  = (*Agent)(nil)
+	_ stub.SynchronizeInterface     = (*Plugin)(nil)
+	_ stub.ShutdownInterface        = (*Plugin)(nil)
+	_ stub.RunPodInterface          = (*Plugin)(nil)
+	_ stub.RemovePodInterface       = (*Plugin)(nil)
+	_ stub.CreateContainerInterface = (*Plugin)(nil)
+	_ stub.UpdateContainerInterface = (*Plugin)(nil)
+	_ stub.StopContainerInterface   = (*Plugin)(nil)
+	_ stub.RemoveContainerInterface = (*Plugin)(nil)
+	_ stub.StartContainerInterface  = (*Plugin)(nil)
 )
 
 // recovered turns a panic in a handler into that request's error, so one bad container
 // fails alone and the agent keeps serving. Use as: defer a.recovered(event, &err).
-func (a *Agent) recovered(event string, err *error) {
+func (a *Plugin) recovered(event string, err *error) {
 	if r := recover(); r != nil {
 		a.log.Error("handler panicked", "event", event, "panic", r, "stack", string(debug.Stack()))
 		*err = fmt.Errorf("podfence %s: internal error: %v", event, r)
@@ -37,7 +38,7 @@ func (a *Agent) recovered(event string, err *error) {
 
 // RunPodSandbox logs the sandbox's place: the default pool. NRI cannot adjust the sandbox
 // container, and it holds nothing, so nothing is recorded.
-func (a *Agent) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+func (a *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
 	defer a.recovered("RunPodSandbox", &err)
 	c := plan.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Sandbox: true}
 	a.mu.Lock()
@@ -58,7 +59,7 @@ func (a *Agent) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err err
 
 // CreateContainer plans the container and returns its adjustment. A refused container gets
 // an error naming the reason; nothing else changes.
-func (a *Agent) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment, _ []*api.ContainerUpdate, err error) {
+func (a *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment, _ []*api.ContainerUpdate, err error) {
 	defer a.recovered("CreateContainer", &err)
 	c, err := a.containerOf(pod, ctr)
 	if err != nil {
@@ -87,7 +88,7 @@ func (a *Agent) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 // allocate records c's allocation for container instance id of pod sandbox sandbox. A
 // previous instance of the same container (same pod and name: a restart, perhaps in a
 // re-created sandbox) gives its allocation up first.
-func (a *Agent) allocate(c plan.Container, id, sandbox string) (plan.Decision, error) {
+func (a *Plugin) allocate(c plan.Container, id, sandbox string) (plan.Decision, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if old, ok := a.hold.holderOf(c.Key()); ok && old.id != id {
@@ -103,7 +104,7 @@ func (a *Agent) allocate(c plan.Container, id, sandbox string) (plan.Decision, e
 
 // UpdateContainer answers a resource update that would change podfence's cpuset, memory
 // nodes or quota with an update that keeps them. Other updates pass untouched.
-func (a *Agent) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (_ []*api.ContainerUpdate, err error) {
+func (a *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("UpdateContainer", &err)
 	defer func() {
 		_ = a.notify("UpdateContainer", func(e Extension) (bool, error) {
@@ -135,7 +136,7 @@ func (a *Agent) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 
 // StopContainer releases the container's CPUs: a stopped container never runs again (the
 // kubelet creates a new instance).
-func (a *Agent) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ []*api.ContainerUpdate, err error) {
+func (a *Plugin) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("StopContainer", &err)
 	a.release(ctr.GetId())
 	a.removed(ctx, "StopContainer", pod, ctr)
@@ -143,7 +144,7 @@ func (a *Agent) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api
 }
 
 // RemoveContainer releases the container if StopContainer did not.
-func (a *Agent) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
+func (a *Plugin) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
 	defer a.recovered("RemoveContainer", &err)
 	a.release(ctr.GetId())
 	a.removed(ctx, "RemoveContainer", pod, ctr)
@@ -152,7 +153,7 @@ func (a *Agent) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 
 // StartContainer tells the extensions that the container's task exists: its init process
 // runs, its entrypoint has not started. Their errors are logged only.
-func (a *Agent) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
+func (a *Plugin) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
 	defer a.recovered("StartContainer", &err)
 	_ = a.notify("StartContainer", func(e Extension) (bool, error) {
 		h, ok := e.(ContainerStarter)
@@ -164,7 +165,7 @@ func (a *Agent) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *ap
 	return nil
 }
 
-func (a *Agent) removed(ctx context.Context, event string, pod *api.PodSandbox, ctr *api.Container) {
+func (a *Plugin) removed(ctx context.Context, event string, pod *api.PodSandbox, ctr *api.Container) {
 	_ = a.notify(event, func(e Extension) (bool, error) {
 		h, ok := e.(ContainerRemover)
 		if ok {
@@ -177,7 +178,7 @@ func (a *Agent) removed(ctx context.Context, event string, pod *api.PodSandbox, 
 // RemovePodSandbox releases whatever the containers of this sandbox still hold. Containers
 // of the same pod in another sandbox (the kubelet re-creates a dead sandbox under the same
 // pod UID and removes the old one later) keep theirs.
-func (a *Agent) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+func (a *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
 	defer a.recovered("RemovePodSandbox", &err)
 	var freed []allocation.Allocation
 	a.mu.Lock()
@@ -203,14 +204,14 @@ func (a *Agent) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err 
 }
 
 // Shutdown writes the checkpoint out: the runtime is going away.
-func (a *Agent) Shutdown(context.Context) {
+func (a *Plugin) Shutdown(context.Context) {
 	if err := a.Flush(); err != nil {
 		a.log.Error("runtime shutdown: checkpoint not fully written", "err", err)
 	}
 }
 
 // release frees what container instance id holds, if anything.
-func (a *Agent) release(id string) {
+func (a *Plugin) release(id string) {
 	a.mu.Lock()
 	k, ok := a.hold.key(id)
 	var al allocation.Allocation
@@ -226,7 +227,7 @@ func (a *Agent) release(id string) {
 }
 
 // refused logs a refusal and returns the error for the runtime, naming pod and container.
-func (a *Agent) refused(pod *api.PodSandbox, ctr *api.Container, err error) error {
+func (a *Plugin) refused(pod *api.PodSandbox, ctr *api.Container, err error) error {
 	var r *plan.Refusal
 	if !errors.As(err, &r) {
 		err = fmt.Errorf("pod %s container %q: %w", podName(pod), ctr.GetName(), err)
@@ -236,13 +237,13 @@ func (a *Agent) refused(pod *api.PodSandbox, ctr *api.Container, err error) erro
 	return err
 }
 
-func (a *Agent) logDecision(event string, pod *api.PodSandbox, ctr *api.Container, d plan.Decision) {
+func (a *Plugin) logDecision(event string, pod *api.PodSandbox, ctr *api.Container, d plan.Decision) {
 	a.log.Info("decision", "event", event, "pod", podName(pod), "container", ctr.GetName(),
 		"pool", d.Allocation.Pool, "type", d.Allocation.Type, "cpus", d.CPUs.String(), "mems", d.Mems.String(),
 		"quota", d.Quota, "period", d.Period, "existing", d.Existing)
 }
 
-func (a *Agent) logRelease(al allocation.Allocation) {
+func (a *Plugin) logRelease(al allocation.Allocation) {
 	a.log.Info("released", "pod", al.Namespace+"/"+al.Pod, "container", al.Container, "pool", al.Pool,
 		slog.String("cpus", al.CPUs.String()), "milliCPU", al.MilliCPU)
 }

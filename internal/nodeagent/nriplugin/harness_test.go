@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	nrilog "github.com/containerd/nri/pkg/log"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
@@ -88,7 +89,7 @@ func (w tbWriter) Write(p []byte) (int, error) {
 
 // agentRun is an agent connected to a runtime, as `podfence agent` runs it.
 type agentRun struct {
-	*nriplugin.Agent
+	*nriplugin.Plugin
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -113,7 +114,7 @@ func startAgent(tb testing.TB, rt *runtime, node *plan.Node, cp nriplugin.Checkp
 // startAgentLog is startAgent with the agent's logger.
 func startAgentLog(tb testing.TB, rt *runtime, node *plan.Node, cp nriplugin.Checkpoint, opts nriplugin.Options, log *slog.Logger) *agentRun {
 	tb.Helper()
-	ar := &agentRun{Agent: nriplugin.New(node, cp, log, opts), done: make(chan error, 1)}
+	ar := &agentRun{Plugin: nriplugin.New(node, cp, log, opts), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	ar.cancel = cancel
 	go func() {

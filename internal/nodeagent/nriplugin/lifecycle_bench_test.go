@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 )
 

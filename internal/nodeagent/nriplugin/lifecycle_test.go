@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
-	"k8s.io/utils/cpuset"
 )
 
 // held lists "container:cpus" for every allocation, sorted.

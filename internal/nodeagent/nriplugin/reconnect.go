@@ -30,7 +30,7 @@ type Connection struct {
 // cannot be made, it retries with exponential backoff; the runtime synchronizes the agent
 // on every new connection. It returns nil when ctx ends, or an error when the plugin cannot
 // be set up at all (a bad name or index).
-func (a *Agent) Run(ctx context.Context, conn Connection) error {
+func (a *Plugin) Run(ctx context.Context, conn Connection) error {
 	if err := api.CheckPluginIndex(conn.PluginIndex); err != nil {
 		return fmt.Errorf("NRI plugin index: %w", err)
 	}

@@ -10,7 +10,7 @@ type RefusalObserver interface {
 }
 
 // observeRefusal tells every RefusalObserver of a refusal; a panic is logged only.
-func (a *Agent) observeRefusal(pod *api.PodSandbox, ctr *api.Container, err error) {
+func (a *Plugin) observeRefusal(pod *api.PodSandbox, ctr *api.Container, err error) {
 	for _, ext := range a.exts {
 		if o, ok := ext.(RefusalObserver); ok {
 			if perr := guard(ext, "Refused", func() error { o.Refused(pod, ctr, err); return nil }); perr != nil {

@@ -8,35 +8,21 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
-	"k8s.io/utils/cpuset"
+	"github.com/podfence/podfence/internal/observe/status"
 )
-
-// Pending is a pool config the agent has read but not taken yet, because running
-// containers would have to move: each of Blocking must end first.
-type Pending struct {
-	Source   string    `json:"source"`
-	Since    time.Time `json:"since"`
-	Blocking []Blocker `json:"blocking"`
-}
-
-// Blocker is a running container that keeps a new pool config from being taken, and why.
-type Blocker struct {
-	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
-	Container string `json:"container"`
-	Reason    string `json:"reason"`
-}
 
 // pending is the agent's pending layout; blocking is keyed for O(1) work per release.
 type pending struct {
 	node     *plan.Node
 	since    time.Time
-	blocking map[allocation.Key]Blocker
+	blocking map[allocation.Key]status.Blocker
 }
 
 // ErrPending is wrapped by Reload's error when the new layout waits for containers to end.
@@ -48,7 +34,7 @@ var ErrPending = errors.New("running containers would have to move")
 // does not, the old layout stays in force and the new one is pending (see Pending): it is
 // taken as soon as the last container blocking it is released (or at RetryReload), and a
 // newer Reload replaces it. The error names the blocking containers.
-func (a *Agent) Reload(node *plan.Node) error {
+func (a *Plugin) Reload(node *plan.Node) error {
 	a.reconf.Lock()
 	defer a.reconf.Unlock()
 	a.mu.Lock()
@@ -61,7 +47,7 @@ func (a *Agent) Reload(node *plan.Node) error {
 }
 
 // RetryReload tries the pending layout again; it reports whether one was taken.
-func (a *Agent) RetryReload() bool {
+func (a *Plugin) RetryReload() bool {
 	a.reconf.Lock()
 	defer a.reconf.Unlock()
 	a.mu.Lock()
@@ -78,18 +64,19 @@ func (a *Agent) RetryReload() bool {
 	return taken
 }
 
-// PendingReload returns the pending layout, if any.
-func (a *Agent) PendingReload() (Pending, bool) {
+// PendingReload returns the pending layout, if any: a pool config read but not taken yet,
+// because the running containers it lists must end first.
+func (a *Plugin) PendingReload() (status.PendingPoolConfig, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.pending == nil {
-		return Pending{}, false
+		return status.PendingPoolConfig{}, false
 	}
-	out := Pending{Source: a.pending.node.Pools.Source, Since: a.pending.since}
+	out := status.PendingPoolConfig{Source: a.pending.node.Pools.Source, Since: a.pending.since}
 	for _, b := range a.pending.blocking {
 		out.Blocking = append(out.Blocking, b)
 	}
-	slices.SortFunc(out.Blocking, func(x, y Blocker) int {
+	slices.SortFunc(out.Blocking, func(x, y status.Blocker) int {
 		return strings.Compare(x.Namespace+"/"+x.Pod+"/"+x.Container, y.Namespace+"/"+y.Pod+"/"+y.Container)
 	})
 	return out, true
@@ -97,7 +84,7 @@ func (a *Agent) PendingReload() (Pending, bool) {
 
 // reloadLocked takes node if nothing blocks it, else makes it the pending layout. The
 // caller holds reconf and mu.
-func (a *Agent) reloadLocked(node *plan.Node, since time.Time) (bool, error) {
+func (a *Plugin) reloadLocked(node *plan.Node, since time.Time) (bool, error) {
 	next, blocking := a.blockers(node)
 	if len(blocking) > 0 {
 		a.pending = &pending{node: node, since: since, blocking: blocking}
@@ -118,12 +105,12 @@ func (a *Agent) reloadLocked(node *plan.Node, since time.Time) (bool, error) {
 
 // blockers checks every allocation against node: the state it would have there, and the
 // containers that would have to move. The caller holds mu.
-func (a *Agent) blockers(node *plan.Node) (*plan.State, map[allocation.Key]Blocker) {
+func (a *Plugin) blockers(node *plan.Node) (*plan.Ledger, map[allocation.Key]status.Blocker) {
 	cur := a.node.Load()
 	allocs := a.state.Allocations()
-	blocking := map[allocation.Key]Blocker{}
+	blocking := map[allocation.Key]status.Blocker{}
 	block := func(al allocation.Allocation, reason string) {
-		b := Blocker{Namespace: al.Namespace, Pod: al.Pod, Container: al.Container, Reason: reason}
+		b := status.Blocker{Namespace: al.Namespace, Pod: al.Pod, Container: al.Container, Reason: reason}
 		if old, ok := blocking[al.Key()]; ok {
 			b.Reason = old.Reason + "; " + reason
 		}
@@ -137,7 +124,7 @@ func (a *Agent) blockers(node *plan.Node) (*plan.State, map[allocation.Key]Block
 	for _, al := range allocs {
 		running = running.Union(al.CPUs)
 	}
-	next := plan.NewState(node)
+	next := plan.NewLedger(node)
 	for _, al := range allocs {
 		if _, ok := blocking[al.Key()]; ok {
 			continue
@@ -166,7 +153,7 @@ func (a *Agent) blockers(node *plan.Node) (*plan.State, map[allocation.Key]Block
 
 // unblocked is called when k is released: a pending layout that k blocked loses it, and
 // is due for a retry once nothing blocks it. The caller holds mu.
-func (a *Agent) unblocked(k allocation.Key) {
+func (a *Plugin) unblocked(k allocation.Key) {
 	p := a.pending
 	if p == nil {
 		return
@@ -182,7 +169,7 @@ func (a *Agent) unblocked(k allocation.Key) {
 
 // retryIfDue retries the pending layout if its last blocker was released, before the
 // event that released it is answered. The caller holds no lock.
-func (a *Agent) retryIfDue() {
+func (a *Plugin) retryIfDue() {
 	a.mu.Lock()
 	due := a.retryDue
 	a.retryDue = false
@@ -193,7 +180,7 @@ func (a *Agent) retryIfDue() {
 }
 
 // layoutChanged tells the listener that a new layout is in force.
-func (a *Agent) layoutChanged(node *plan.Node) {
+func (a *Plugin) layoutChanged(node *plan.Node) {
 	if a.onLayout != nil {
 		a.onLayout(node)
 	}
@@ -204,7 +191,7 @@ func (a *Agent) layoutChanged(node *plan.Node) {
 // an offline CPU is never handed out. Running containers keep what they hold; CPUs of theirs
 // that went offline stay held (in no free set) until they end, and a pool's offline CPUs are
 // reported (pools.Node.Offline) until they are back.
-func (a *Agent) SetTopology(topo *topology.Topology) error {
+func (a *Plugin) SetTopology(topo *topology.Topology) error {
 	a.reconf.Lock()
 	defer a.reconf.Unlock()
 	a.mu.Lock()
@@ -214,7 +201,7 @@ func (a *Agent) SetTopology(topo *topology.Topology) error {
 		a.mu.Unlock()
 		return fmt.Errorf("CPUs online now %s: %w", topo.Online(), err)
 	}
-	next := plan.NewState(node)
+	next := plan.NewLedger(node)
 	for _, al := range a.state.Allocations() {
 		if err := next.Add(al); err != nil { // not expected: the same config keeps every CPU
 			a.log.Error("allocation does not fit the CPUs online now; dropped", "container", al.Key(), "err", err)
@@ -247,4 +234,4 @@ func onTopology(n *plan.Node, topo *topology.Topology) (*plan.Node, error) {
 }
 
 // Node returns the layout in force.
-func (a *Agent) Node() *plan.Node { return a.node.Load() }
+func (a *Plugin) Node() *plan.Node { return a.node.Load() }

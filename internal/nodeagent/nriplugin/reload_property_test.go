@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 )

@@ -2,15 +2,16 @@ package nriplugin
 
 import (
 	"fmt"
-	"github.com/podfence/podfence/podapi"
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/cpuset"
+	"github.com/podfence/podfence/podapi"
 )
 
 // keyOf names a container of a pod in the planner's state.
@@ -22,7 +23,7 @@ func keyOf(pod *api.PodSandbox, ctr *api.Container) allocation.Key {
 // podapi.AnnotationCPUPools). The pool request comes from the pod's annotations, or from the
 // container's when the runtime copied it there. Exact CPUs from the device plugin select the
 // exclusive pool that holds them; a pool request may add a shared-pool share beside them.
-func (a *Agent) containerOf(pod *api.PodSandbox, ctr *api.Container) (plan.Container, error) {
+func (a *Plugin) containerOf(pod *api.PodSandbox, ctr *api.Container) (plan.Container, error) {
 	c := plan.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: ctr.GetName()}
 	v, ok := pod.GetAnnotations()[podapi.AnnotationCPUPools]
 	if !ok {
@@ -64,7 +65,7 @@ func (a *Agent) containerOf(pod *api.PodSandbox, ctr *api.Container) (plan.Conta
 }
 
 // exclusivePoolOf returns the exclusive pool that holds every CPU of cpus.
-func (a *Agent) exclusivePoolOf(cpus cpuset.CPUSet) (string, error) {
+func (a *Plugin) exclusivePoolOf(cpus cpuset.CPUSet) (string, error) {
 	var names []string
 	for _, p := range a.node.Load().Pools.Pools {
 		if p.Type != allocation.TypeExclusive {

@@ -27,7 +27,7 @@ type Degraded struct {
 }
 
 // Snapshot returns the node layout and the allocations, consistent with each other.
-func (a *Agent) Snapshot() (*plan.Node, []allocation.Allocation) {
+func (a *Plugin) Snapshot() (*plan.Node, []allocation.Allocation) {
 	a.mu.Lock()
 	node, allocs := a.node.Load(), a.state.Unsorted()
 	a.mu.Unlock()
@@ -37,7 +37,7 @@ func (a *Agent) Snapshot() (*plan.Node, []allocation.Allocation) {
 
 // ExtensionStates returns each StateReporter's state by extension name. A panicking
 // State is left out, with an error logged.
-func (a *Agent) ExtensionStates() map[string]any {
+func (a *Plugin) ExtensionStates() map[string]any {
 	out := map[string]any{}
 	for _, ext := range a.exts {
 		r, ok := ext.(StateReporter)
@@ -55,7 +55,7 @@ func (a *Agent) ExtensionStates() map[string]any {
 }
 
 // Degraded returns what every DegradedReporter lists.
-func (a *Agent) Degraded() []Degraded {
+func (a *Plugin) Degraded() []Degraded {
 	var out []Degraded
 	for _, ext := range a.exts {
 		r, ok := ext.(DegradedReporter)

@@ -2,14 +2,15 @@ package nriplugin_test
 
 import (
 	"errors"
-	podapi "github.com/podfence/podfence/podapi"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/podapi"
 )
 
 // reporter is an extension with a state, degraded containers and refusals to observe.

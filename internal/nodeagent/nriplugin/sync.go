@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"k8s.io/utils/cpuset"
 )
 
 // syncReport says what a Synchronize did, for the log and tests.
@@ -22,7 +23,7 @@ type syncReport struct {
 // allocations come from the checkpoint on the first call and from memory on later ones
 // (reconnects). Allocations of containers that are gone are dropped. No container is ever
 // updated.
-func (a *Agent) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (_ []*api.ContainerUpdate, err error) {
+func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("Synchronize", &err)
 	a.reconf.Lock()
 	defer a.reconf.Unlock()
@@ -100,7 +101,7 @@ type claim struct {
 //
 // Exclusive CPUs are claimed before idled siblings, so a sibling is idled only when no live
 // container runs on it.
-func (a *Agent) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, ctrs []*api.Container) (*plan.State, *holders, syncReport) {
+func (a *Plugin) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, ctrs []*api.Container) (*plan.Ledger, *holders, syncReport) {
 	node := a.node.Load()
 	live := a.liveContainers(pods, ctrs)
 	byKey := make(map[allocation.Key]allocation.Allocation, len(known))
@@ -129,7 +130,7 @@ func (a *Agent) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, c
 		}
 		rep.unmanaged++
 	}
-	next, hold := plan.NewState(node), newHolders()
+	next, hold := plan.NewLedger(node), newHolders()
 	running := cpuset.New()
 	for _, c := range claims {
 		running = running.Union(c.al.CPUs)
@@ -165,7 +166,7 @@ func (a *Agent) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, c
 
 // liveContainers lists the runtime's containers that are not stopped, one per key, in
 // container ID order (so a rebuild is deterministic).
-func (a *Agent) liveContainers(pods []*api.PodSandbox, ctrs []*api.Container) []liveCtr {
+func (a *Plugin) liveContainers(pods []*api.PodSandbox, ctrs []*api.Container) []liveCtr {
 	podByID := make(map[string]*api.PodSandbox, len(pods))
 	for _, p := range pods {
 		podByID[p.GetId()] = p
@@ -195,8 +196,8 @@ func (a *Agent) liveContainers(pods []*api.PodSandbox, ctrs []*api.Container) []
 
 // runsAsRecorded reports whether a recorded allocation fits the node and the container runs
 // on its CPUs (or the runtime did not say where it runs).
-func (a *Agent) runsAsRecorded(node *plan.Node, al allocation.Allocation, lc liveCtr) bool {
-	probe := plan.NewState(node)
+func (a *Plugin) runsAsRecorded(node *plan.Node, al allocation.Allocation, lc liveCtr) bool {
+	probe := plan.NewLedger(node)
 	if err := probe.Add(al); err != nil {
 		a.log.Warn("checkpoint record does not fit the node; rebuilding the container from the runtime",
 			"pod", podName(lc.pod), "container", lc.key.Container, "record", describe(al), "err", err)
@@ -212,7 +213,7 @@ func (a *Agent) runsAsRecorded(node *plan.Node, al allocation.Allocation, lc liv
 
 // persistDiff queues the checkpoint changes from the known allocations to now. The caller
 // holds mu.
-func (a *Agent) persistDiff(known, now []allocation.Allocation) {
+func (a *Plugin) persistDiff(known, now []allocation.Allocation) {
 	old := make(map[allocation.Key]allocation.Allocation, len(known))
 	for _, al := range known {
 		old[al.Key()] = al

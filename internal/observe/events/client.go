@@ -8,10 +8,11 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/podfence/podfence/internal/kube/kubeapi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podfence/podfence/internal/kube/kubeapi"
 )
 
 // maxMessage bounds an event's message, as the events API does for its note.

@@ -16,9 +16,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/podfence/podfence/internal/kube/kubeapi"
 	"github.com/podfence/podfence/internal/observe/events"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // apiServer is a TLS server that takes events as the API server does.

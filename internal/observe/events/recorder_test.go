@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podfence/podfence/internal/observe/events"
-	"github.com/podfence/podfence/internal/testwait"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/podfence/podfence/internal/observe/events"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // sink records what it is given; it fails events whose reason is "Fail".

@@ -11,8 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/podfence/podfence/internal/observe/metrics"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podfence/podfence/internal/observe/metrics"
 )
 
 // TestReadyAndState: /readyz follows the readiness check; /state serves the state as JSON,

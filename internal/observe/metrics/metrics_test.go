@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podfence/podfence/internal/observe/metrics"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podfence/podfence/internal/observe/metrics"
 )
 
 func TestServe(t *testing.T) {

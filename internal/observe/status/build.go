@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"k8s.io/utils/cpuset"
 )
 
 // Build returns the report of node with allocs: topology, pools and containers. sections

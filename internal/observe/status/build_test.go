@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/observe/status"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"k8s.io/utils/cpuset"
 )
 
 func TestBuild(t *testing.T) {

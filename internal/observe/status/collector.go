@@ -1,10 +1,11 @@
 package status
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Source is what the pool metrics are read from at each scrape; *nri.Agent is one.
@@ -56,7 +57,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	node, allocs := c.src.Snapshot()
 	for _, p := range pools(node, allocs) {
 		cpus, _ := topology.ParseCPUList(p.CPUs)
-		gauge(descPoolCPUs, float64(cpus.Size()), p.Name, p.Type)
+		gauge(descPoolCPUs, float64(cpus.Size()), p.Name, string(p.Type))
 		gauge(descContainers, float64(p.Containers), p.Name)
 		offline, _ := topology.ParseCPUList(p.Offline)
 		gauge(descOffline, float64(offline.Size()), p.Name)

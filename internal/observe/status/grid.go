@@ -8,9 +8,10 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"k8s.io/utils/cpuset"
 )
 
 // Marks in a pool's grid besides the holders' tags.

@@ -41,7 +41,7 @@ func examplePlan(t *testing.T, node *plan.Node) []allocation.Allocation {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := plan.NewState(node)
+	st := plan.NewLedger(node)
 	node.PlanPods(st, pods)
 	return st.Allocations()
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
@@ -53,10 +54,10 @@ type Topology struct {
 
 // Pool is one CPU pool and how much of it is handed out.
 type Pool struct {
-	Name     string `json:"name"`
-	Type     string `json:"type"` // exclusive, shared or default
-	HTPolicy string `json:"hyperThreadingPolicy,omitempty"`
-	CPUs     string `json:"cpus"`
+	Name     string              `json:"name"`
+	Type     allocation.PoolType `json:"type"` // exclusive, shared or default
+	HTPolicy string              `json:"hyperThreadingPolicy,omitempty"`
+	CPUs     string              `json:"cpus"`
 	// Offline: the pool's CPUs that are offline now (left out of CPUs: the pool is degraded).
 	Offline string `json:"offlineCPUs,omitempty"`
 	// Exclusive pools: CPUs given to containers, siblings kept idle (singleThreaded), and
@@ -74,12 +75,12 @@ type Pool struct {
 
 // Container is one container the agent placed, with what extensions set for it.
 type Container struct {
-	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
-	PodUID    string `json:"podUID,omitempty"`
-	Container string `json:"container"`
-	Pool      string `json:"pool"` // "" when only an extension knows the container
-	Type      string `json:"type,omitempty"`
+	Namespace string              `json:"namespace"`
+	Pod       string              `json:"pod"`
+	PodUID    string              `json:"podUID,omitempty"`
+	Container string              `json:"container"`
+	Pool      string              `json:"pool"` // "" when only an extension knows the container
+	Type      allocation.PoolType `json:"type,omitempty"`
 	// CPUs is the container's cpuset: its exclusive CPUs (plus the shared pool with a
 	// share), the shared pool, or the default pool.
 	CPUs       string `json:"cpus,omitempty"`

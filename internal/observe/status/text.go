@@ -9,10 +9,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/topology"
-	"k8s.io/utils/cpuset"
 )
 
 // WriteText prints r for people: the node and its kernel features, each pool drawn as a
@@ -128,7 +129,7 @@ func writePools(w io.Writer, r Report) error {
 // poolSummary is the pool's use in one line: "exclusive, multiThreaded, CPUs 4-7: 3 of 4
 // given, 2 containers".
 func poolSummary(p Pool, cpus cpuset.CPUSet) string {
-	s := p.Type
+	s := string(p.Type)
 	if p.HTPolicy != "" {
 		s += ", " + p.HTPolicy
 	}

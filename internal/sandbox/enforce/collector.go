@@ -1,8 +1,9 @@
 package enforce
 
 import (
-	"github.com/podfence/podfence/internal/sandbox"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podfence/podfence/internal/sandbox"
 )
 
 var podLabels = []string{"namespace", "pod"}

@@ -31,12 +31,13 @@ import (
 	"sync"
 
 	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/sandbox"
 	"github.com/podfence/podfence/internal/sandbox/host"
-	"k8s.io/utils/cpuset"
 )
 
 var (

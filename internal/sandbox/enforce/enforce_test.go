@@ -8,8 +8,9 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
-	"github.com/podfence/podfence/internal/cpu/plan"
 	"k8s.io/utils/cpuset"
+
+	"github.com/podfence/podfence/internal/cpu/plan"
 )
 
 // limits are a sandbox cgroup's values, read in a layout's files.

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
 	"github.com/podfence/podfence/internal/sandbox"
 	"github.com/podfence/podfence/internal/sandbox/enforce"
 	"github.com/podfence/podfence/internal/sandbox/host"
 	"github.com/podfence/podfence/internal/sandbox/host/hosttest"
-	"k8s.io/utils/cpuset"
 )
 
 const (

@@ -2,17 +2,18 @@ package enforce_test
 
 import (
 	"context"
-	podapi "github.com/podfence/podfence/podapi"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
+	"github.com/podfence/podfence/podapi"
 )
 
 func TestMain(m *testing.M) {

@@ -2,15 +2,16 @@ package enforce_test
 
 import (
 	"context"
-	podapi "github.com/podfence/podfence/podapi"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/sandbox/host"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/podfence/podfence/podapi"
 )
 
 // newerID is the sandbox the kubelet re-creates for the Kata pod: same UID, name and

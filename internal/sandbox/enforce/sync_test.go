@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/sandbox"
 	"github.com/podfence/podfence/internal/sandbox/enforce"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"k8s.io/utils/cpuset"
 )
 
 // TestSynchronizeAdopts: a restarted agent adopts the sandbox cgroup and sizes it from the

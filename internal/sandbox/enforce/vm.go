@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"

@@ -8,11 +8,12 @@ import (
 	"syscall"
 	"testing"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"
 	"github.com/podfence/podfence/internal/sandbox"
 	"github.com/podfence/podfence/internal/sandbox/host"
 	"github.com/podfence/podfence/internal/sandbox/host/hosttest"
-	"k8s.io/utils/cpuset"
 )
 
 const mi = 1 << 20

@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"
 	"github.com/podfence/podfence/internal/sandbox"
-	"k8s.io/utils/cpuset"
 )
 
 // Applied is what Set put in force.

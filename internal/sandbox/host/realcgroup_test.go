@@ -11,12 +11,13 @@ import (
 	"syscall"
 	"testing"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"
 	"github.com/podfence/podfence/internal/sandbox"
 	"github.com/podfence/podfence/internal/sandbox/host"
 	"github.com/podfence/podfence/internal/testwait"
-	"k8s.io/utils/cpuset"
 )
 
 // TestRealCgroup makes a pod cgroup and a sandbox cgroup in it on the real kernel, starts a

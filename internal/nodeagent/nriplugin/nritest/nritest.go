@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	nrilog "github.com/containerd/nri/pkg/log"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 

@@ -3,13 +3,13 @@ package nodeagent
 import (
 	"context"
 	"fmt"
-	podapi "github.com/podfence/podfence/podapi"
 	"io"
 	"log/slog"
 	"slices"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
@@ -18,6 +18,7 @@ import (
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/observe/events"
+	"github.com/podfence/podfence/podapi"
 )
 
 type fakeRecorder struct{ got []events.Event }
@@ -58,7 +59,7 @@ func TestDegradedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &fakeRecorder{}
-	o := &ops{rec: rec, seen: map[string]bool{}}
+	o := &reporter{rec: rec, seen: map[string]bool{}}
 	d := nriplugin.Degraded{Namespace: "shop", Pod: "web", Container: "app", Reason: "EPCLimitNotEnforced", Message: "m"}
 	var reasons []string
 	for _, list := range [][]nriplugin.Degraded{{d}, {d}, nil, {d}} {

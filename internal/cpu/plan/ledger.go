@@ -4,24 +4,25 @@ import (
 	"fmt"
 	"sort"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/allocate"
 	"github.com/podfence/podfence/internal/cpu/allocation"
-	"k8s.io/utils/cpuset"
 )
 
-// State is what the node has handed out: one allocation per container, the free CPUs of each
+// Ledger is what the node has handed out: one allocation per container, the free CPUs of each
 // exclusive pool and the millicpu granted in the shared pool. Invariant: an exclusive pool's
 // free set is its CPUs minus every allocation's Held CPUs in it. Not safe for concurrent use.
-type State struct {
+type Ledger struct {
 	node   *Node
 	allocs map[allocation.Key]allocation.Allocation
 	free   map[string]allocate.Set
 	shared int64
 }
 
-// NewState returns an empty state for node.
-func NewState(node *Node) *State {
-	s := &State{node: node, allocs: map[allocation.Key]allocation.Allocation{}, free: map[string]allocate.Set{}}
+// NewLedger returns an empty ledger for node.
+func NewLedger(node *Node) *Ledger {
+	s := &Ledger{node: node, allocs: map[allocation.Key]allocation.Allocation{}, free: map[string]allocate.Set{}}
 	for name, ix := range node.index {
 		s.free[name] = ix.Pool()
 	}
@@ -31,7 +32,7 @@ func NewState(node *Node) *State {
 // Restore adds recorded allocations (from a checkpoint or a runtime resync), checking each
 // against the node: its pools must exist with the recorded type, and its CPUs must be in its
 // pool and held by no other record.
-func (s *State) Restore(allocs []allocation.Allocation) error {
+func (s *Ledger) Restore(allocs []allocation.Allocation) error {
 	for _, a := range allocs {
 		if err := s.Add(a); err != nil {
 			return fmt.Errorf("restore allocation of %s: %w", a.Key(), err)
@@ -43,7 +44,7 @@ func (s *State) Restore(allocs []allocation.Allocation) error {
 // Add records an allocation. It replaces nothing: the key must be new. Every field is
 // checked against the node and the other allocations (a record read back from disk may be
 // damaged): no CPU or millicpu is ever counted twice.
-func (s *State) Add(a allocation.Allocation) error {
+func (s *Ledger) Add(a allocation.Allocation) error {
 	k := a.Key()
 	if _, dup := s.allocs[k]; dup {
 		return fmt.Errorf("container %s already holds an allocation", k)
@@ -86,7 +87,7 @@ func (s *State) Add(a allocation.Allocation) error {
 
 // Release forgets the container's allocation and frees what it held. It reports whether the
 // container held one.
-func (s *State) Release(k allocation.Key) bool {
+func (s *Ledger) Release(k allocation.Key) bool {
 	a, ok := s.allocs[k]
 	if !ok {
 		return false
@@ -100,16 +101,16 @@ func (s *State) Release(k allocation.Key) bool {
 }
 
 // Get returns the container's allocation.
-func (s *State) Get(k allocation.Key) (allocation.Allocation, bool) {
+func (s *Ledger) Get(k allocation.Key) (allocation.Allocation, bool) {
 	a, ok := s.allocs[k]
 	return a, ok
 }
 
 // Len is the number of allocations.
-func (s *State) Len() int { return len(s.allocs) }
+func (s *Ledger) Len() int { return len(s.allocs) }
 
 // Allocations returns every allocation, sorted by key.
-func (s *State) Allocations() []allocation.Allocation {
+func (s *Ledger) Allocations() []allocation.Allocation {
 	out := s.Unsorted()
 	SortAllocations(out)
 	return out
@@ -117,7 +118,7 @@ func (s *State) Allocations() []allocation.Allocation {
 
 // Unsorted returns every allocation in no particular order: a copy for a caller that sorts
 // outside its lock.
-func (s *State) Unsorted() []allocation.Allocation {
+func (s *Ledger) Unsorted() []allocation.Allocation {
 	out := make([]allocation.Allocation, 0, len(s.allocs))
 	for _, a := range s.allocs {
 		out = append(out, a)
@@ -136,13 +137,13 @@ func SortAllocations(out []allocation.Allocation) {
 }
 
 // Free returns the free CPUs of an exclusive pool.
-func (s *State) Free(pool string) cpuset.CPUSet { return s.free[pool].CPUSet() }
+func (s *Ledger) Free(pool string) cpuset.CPUSet { return s.free[pool].CPUSet() }
 
 // SharedUsed is the millicpu granted in the shared pool.
-func (s *State) SharedUsed() int64 { return s.shared }
+func (s *Ledger) SharedUsed() int64 { return s.shared }
 
 // holders names the containers holding any of cpus, for error messages.
-func (s *State) holders(cpus allocate.Set) string {
+func (s *Ledger) holders(cpus allocate.Set) string {
 	var names []string
 	for _, a := range s.Allocations() {
 		if allocate.SetOf(a.Held()).Intersection(cpus).Size() > 0 {

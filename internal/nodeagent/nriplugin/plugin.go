@@ -47,8 +47,9 @@ type Options struct {
 	Next *plan.Node
 }
 
-// Agent is the NRI plugin. Create it with New and connect it with Run.
-type Agent struct {
+// Plugin is the NRI plugin: it decides each container's CPUs and keeps the ledger of what is
+// handed out. Create it with New and connect it with Run.
+type Plugin struct {
 	node     atomic.Pointer[plan.Node] // swapped whole by Reload
 	reconf   sync.Mutex                // serialises Synchronize and Reload
 	log      *slog.Logger
@@ -60,7 +61,7 @@ type Agent struct {
 
 	// mu guards everything below. Invariant: every key in hold holds an allocation in state.
 	mu       sync.Mutex
-	state    *plan.State
+	state    *plan.Ledger
 	hold     *holders      // the container instances holding allocations
 	pending  *pending      // a layout waiting for containers to end (see Reload)
 	retryDue bool          // pending has no blocker left: retry before answering
@@ -70,15 +71,15 @@ type Agent struct {
 
 // New returns an agent for node that records its allocations in cp. It starts the
 // checkpoint writer; Close stops it.
-func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Agent {
-	a := &Agent{
+func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Plugin {
+	a := &Plugin{
 		log:      log,
 		exts:     opts.Extensions,
 		onLayout: opts.LayoutChanged,
 		next:     opts.Next,
 		store:    cp,
 		persist:  newPersister(cp, log),
-		state:    plan.NewState(node),
+		state:    plan.NewLedger(node),
 		hold:     newHolders(),
 		syncC:    make(chan struct{}),
 	}
@@ -88,14 +89,14 @@ func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Agent 
 
 // Flush waits until every allocation change made so far is in the checkpoint, and returns
 // the write errors since the previous Flush.
-func (a *Agent) Flush() error { return a.persist.flush() }
+func (a *Plugin) Flush() error { return a.persist.flush() }
 
 // Close flushes the checkpoint and stops its writer. Call it after Run returns.
-func (a *Agent) Close() error { return a.persist.close() }
+func (a *Plugin) Close() error { return a.persist.close() }
 
 // WaitSynchronized waits until the runtime has synchronized the agent at least n times
 // (once per connection).
-func (a *Agent) WaitSynchronized(ctx context.Context, n int) error {
+func (a *Plugin) WaitSynchronized(ctx context.Context, n int) error {
 	for {
 		a.mu.Lock()
 		done, c := a.syncs >= n, a.syncC
@@ -112,14 +113,14 @@ func (a *Agent) WaitSynchronized(ctx context.Context, n int) error {
 }
 
 // Allocations returns what the agent holds, sorted by key.
-func (a *Agent) Allocations() []allocation.Allocation {
+func (a *Plugin) Allocations() []allocation.Allocation {
 	_, allocs := a.Snapshot()
 	return allocs
 }
 
 // record adds or replaces the holder of an allocation and queues its checkpoint write.
 // The caller holds mu.
-func (a *Agent) record(id, sandbox string, alloc allocation.Allocation, persist bool) {
+func (a *Plugin) record(id, sandbox string, alloc allocation.Allocation, persist bool) {
 	a.hold.add(alloc.Key(), id, sandbox)
 	if persist {
 		a.persist.put(alloc)
@@ -128,7 +129,7 @@ func (a *Agent) record(id, sandbox string, alloc allocation.Allocation, persist 
 
 // releaseLocked frees k's allocation and queues the deletion of its record. The caller
 // holds mu.
-func (a *Agent) releaseLocked(k allocation.Key) {
+func (a *Plugin) releaseLocked(k allocation.Key) {
 	a.state.Release(k)
 	a.hold.remove(k)
 	a.persist.del(k)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	podapi "github.com/podfence/podfence/podapi"
 	"log/slog"
 	"maps"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/podfence/podfence/internal/coresched/kernel"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/epc"
@@ -21,16 +22,16 @@ import (
 	"github.com/podfence/podfence/internal/observe/metrics"
 	"github.com/podfence/podfence/internal/observe/status"
 	"github.com/podfence/podfence/internal/observe/status/probe"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/podfence/podfence/podapi"
 )
 
 // degradedEvery is how often the extensions' degraded containers are looked at for Events.
 const degradedEvery = 5 * time.Second
 
-// ops is the agent's operator surface: the node report (/state, /readyz), the pool metrics,
+// reporter is the agent's operator surface: the node report (/state, /readyz), the pool metrics,
 // refusals counted, and Kubernetes Events on pods for refusals and degraded enforcement. It
 // rides on the agent as an extension to observe refusals.
-type ops struct {
+type reporter struct {
 	cfg      Config
 	log      *slog.Logger
 	reg      prometheus.Registerer
@@ -44,18 +45,18 @@ type ops struct {
 	offlineSeen string
 }
 
-var _ nriplugin.RefusalObserver = (*ops)(nil)
+var _ nriplugin.RefusalObserver = (*reporter)(nil)
 
-// recorder is what ops needs of *events.Recorder.
+// recorder is what reporter needs of *events.Recorder.
 type recorder interface {
 	Record(events.Event)
 	Run(context.Context)
 }
 
-// newOps probes the kernel features once and, if cfg.Events, posts Events through api
+// newReporter probes the kernel features once and, if cfg.Events, posts Events through api
 // (apiClient; nil: no Events).
-func newOps(cfg Config, node *plan.Node, reg prometheus.Registerer, api *kubeapi.Client, log *slog.Logger) (*ops, error) {
-	o := &ops{cfg: cfg, log: log, reg: reg, seen: map[string]bool{},
+func newReporter(cfg Config, node *plan.Node, reg prometheus.Registerer, api *kubeapi.Client, log *slog.Logger) (*reporter, error) {
+	o := &reporter{cfg: cfg, log: log, reg: reg, seen: map[string]bool{},
 		kernel: probe.Kernel(probe.Config{Sysfs: cfg.Sysfs, ThreadsPerCore: node.Topology.ThreadsPerCore(),
 			CgroupRoot: cfg.CgroupRoot, CoreSched: kernel.Prctl{}.Probe()}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "podfence_refused_containers_total",
@@ -75,10 +76,10 @@ func newOps(cfg Config, node *plan.Node, reg prometheus.Registerer, api *kubeapi
 	return o, nil
 }
 
-func (*ops) Name() string { return "ops" }
+func (*reporter) Name() string { return "report" }
 
 // Refused counts a refusal and queues its Event; it never blocks.
-func (o *ops) Refused(pod *api.PodSandbox, ctr *api.Container, err error) {
+func (o *reporter) Refused(pod *api.PodSandbox, ctr *api.Container, err error) {
 	reason := refusalReason(err)
 	o.refusals.WithLabelValues(reason).Inc()
 	if o.rec != nil {
@@ -105,7 +106,7 @@ func refusalReason(err error) string {
 }
 
 // attach registers the pool metrics of a and returns the endpoints that serve its report.
-func (o *ops) attach(a *nriplugin.Agent) ([]metrics.Option, error) {
+func (o *reporter) attach(a *nriplugin.Plugin) ([]metrics.Option, error) {
 	if err := o.reg.Register(status.Collector(a)); err != nil {
 		return nil, fmt.Errorf("register pool metrics: %w", err)
 	}
@@ -132,7 +133,7 @@ func (o *ops) attach(a *nriplugin.Agent) ([]metrics.Option, error) {
 }
 
 // report is the node report of a now.
-func (o *ops) report(a *nriplugin.Agent) status.Report {
+func (o *reporter) report(a *nriplugin.Plugin) status.Report {
 	node, allocs := a.Snapshot()
 	r := status.Build(node, allocs, a.ExtensionStates())
 	r.Node, r.Source, r.Time, r.Ready, r.Kernel = o.cfg.NodeName, "agent", time.Now(), a.Ready(), o.kernel
@@ -141,21 +142,17 @@ func (o *ops) report(a *nriplugin.Agent) status.Report {
 }
 
 // pendingReport is the agent's pending pool config for the report; nil when none.
-func pendingReport(a *nriplugin.Agent) *status.PendingPoolConfig {
+func pendingReport(a *nriplugin.Plugin) *status.PendingPoolConfig {
 	p, ok := a.PendingReload()
 	if !ok {
 		return nil
 	}
-	out := &status.PendingPoolConfig{Source: p.Source, Since: p.Since}
-	for _, b := range p.Blocking {
-		out.Blocking = append(out.Blocking, status.Blocker(b))
-	}
-	return out
+	return &p
 }
 
 // degradedPools records a Warning Event on the node each time the set of offline pool
 // CPUs changes to a non-empty one.
-func (o *ops) degradedPools(a *nriplugin.Agent) {
+func (o *reporter) degradedPools(a *nriplugin.Plugin) {
 	off := a.Node().Pools.Offline
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(off)) {
@@ -173,7 +170,7 @@ func (o *ops) degradedPools(a *nriplugin.Agent) {
 }
 
 // pending records one Warning Event on the node for each pool config that becomes pending.
-func (o *ops) pending(a *nriplugin.Agent) {
+func (o *reporter) pending(a *nriplugin.Plugin) {
 	p := pendingReport(a)
 	if p == nil {
 		o.pendingSeen = ""
@@ -194,7 +191,7 @@ func (o *ops) pending(a *nriplugin.Agent) {
 }
 
 // run posts Events and looks for degraded containers until ctx ends.
-func (o *ops) run(ctx context.Context, a *nriplugin.Agent) {
+func (o *reporter) run(ctx context.Context, a *nriplugin.Plugin) {
 	if o.rec == nil {
 		return
 	}
@@ -215,7 +212,7 @@ func (o *ops) run(ctx context.Context, a *nriplugin.Agent) {
 
 // degraded records an Event for each degraded container not reported yet, and forgets
 // those no longer degraded.
-func (o *ops) degraded(a *nriplugin.Agent) {
+func (o *reporter) degraded(a *nriplugin.Plugin) {
 	_, allocs := a.Snapshot()
 	uids := map[string]string{}
 	for _, al := range allocs {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
-	"github.com/podfence/podfence/internal/dashboard"
-	podapi "github.com/podfence/podfence/podapi"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,12 +13,15 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podfence/podfence/internal/dashboard"
 	"github.com/podfence/podfence/internal/nodeagent"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
 	"github.com/podfence/podfence/internal/observe/metrics"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	corev1 "k8s.io/api/core/v1"
+	"github.com/podfence/podfence/podapi"
 )
 
 // TestOperations runs the agent with every extension, metrics and Events on the real NRI

@@ -1,12 +1,13 @@
 package nriplugin_test
 
 import (
-	podapi "github.com/podfence/podfence/podapi"
 	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/podapi"
 )
 
 // setup starts a runtime and an agent with a fresh checkpoint on the test node.
