@@ -37,11 +37,13 @@ func TestParseCPUPools(t *testing.T) {
 		{name: "negative string", value: `{"a": {"shared_y": "-5"}}`, wantErr: `amount "-5" must be above 0`},
 		{name: "boolean", value: `{"a": {"shared_y": true}}`, wantErr: `amount true is neither a number nor a quantity string`},
 		{name: "bad quantity", value: `{"a": {"shared_y": "lots"}}`, wantErr: `amount "lots" is not a quantity`},
-		{name: "quantity too costly to parse (hangs resource.ParseQuantity)", value: `{"a": {"shared_y": "1e-999999999"}}`, wantErr: `amount "1e-999999999" is not a quantity: quantity "1e-999999999" has an exponent of more than 3 digits`},
+		{name: "quantity too costly to parse (hangs resource.ParseQuantity)", value: `{"a": {"shared_y": "1e-999999999"}}`,
+			wantErr: `amount "1e-999999999" is not a quantity: quantity "1e-999999999" has an exponent of more than 3 digits`},
 		{name: "foreign domain", value: `{"a": {"example.com/x": 1}}`, wantErr: `pool "example.com/x" is not a pool name`},
 		{name: "bad pool name", value: `{"a": {"-x": 1}}`, wantErr: `pool "-x" is not a pool name`},
 		{name: "same pool twice", value: `{"a": {"exclusive_x": 1, "podfence.io/exclusive_x": 1}}`, wantErr: `pool "exclusive_x" is named twice`},
-		{name: "too long", value: `{"a": {}, "b": "` + strings.Repeat("x", 70000) + `"}`, wantErr: "value is 70018 bytes, over the limit of 65536"},
+		{name: "too long", value: `{"a": {}, "b": "` + strings.Repeat("x", 70000) + `"}`,
+			wantErr: "value is 70018 bytes, over the limit of 65536"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := podapi.ParseCPUPools(tc.value)

@@ -55,28 +55,41 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.StringVar(&f.cfg.Socket, "nri-socket", "/var/run/nri/nri.sock", "the runtime's NRI socket")
 	fl.StringVar(&f.cfg.PluginName, "plugin-name", "podfence", "NRI plugin name")
 	fl.StringVar(&f.cfg.PluginIndex, "plugin-index", "10", "NRI plugin index (two digits): the order among plugins")
-	fl.StringVar(&f.cfg.Pools, "pools", "/etc/podfence/pools", "pool config: a poolconfig-*.yaml file or a directory of them (mounted ConfigMap)")
+	fl.StringVar(&f.cfg.Pools, "pools", "/etc/podfence/pools",
+		"pool config: a poolconfig-*.yaml file or a directory of them (mounted ConfigMap)")
 	fl.StringVar(&f.cfg.DevicePluginDir, "device-plugin-dir", "/var/lib/kubelet/device-plugins",
 		`kubelet device-plugin directory where the pools are advertised as extended resources ("" disables the device plugin)`)
 	fl.StringVar(&f.cfg.ResourceDomain, "resource-domain", "podfence.io",
 		"domain of the advertised pool resources: podfence.io, or nokia.k8s.io for CPU-Pooler workloads")
 	f.cfg.PoolsReloadInterval = 10 * time.Second
-	fl.Var((*nodeagent.ReloadInterval)(&f.cfg.PoolsReloadInterval), "pools-reload-interval", "re-read the pool config this often; a change is taken when no running container would move (0: never; negative is refused)")
-	fl.StringVar(&f.cfg.NodeName, "node-name", "", "this node's name (default $NODE_NAME); also the label "+nodeagent.HostnameLabel+" unless given")
+	fl.Var((*nodeagent.ReloadInterval)(&f.cfg.PoolsReloadInterval), "pools-reload-interval",
+		"re-read the pool config this often; a change is taken when no running container would move (0: never; negative is refused)")
+	fl.StringVar(&f.cfg.NodeName, "node-name", "",
+		"this node's name (default $NODE_NAME); also the label "+nodeagent.HostnameLabel+" unless given")
 	fl.StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against the pool configs' nodeSelector (repeatable)")
 	fl.StringVar(&f.cfg.CheckpointDir, "checkpoint-dir", "/var/lib/podfence/checkpoint", "directory of allocation records")
 	fl.StringVar(&f.cfg.Sysfs, "sysfs", "/sys", "root of the sysfs tree to read the CPU topology from")
-	fl.StringVar(&f.cfg.StartBinary, "start-binary", "", "host path of the (static) podfence binary bind-mounted into containers with a process pinning annotation (default: this binary; in a DaemonSet, its path on the host)")
-	fl.StringVar(&f.cfg.CgroupRoot, "cgroup-root", "/sys/fs/cgroup", "cgroupfs mount point, where SGX EPC limits are set and read (empty: no EPC limits)")
-	fl.Var(&f.cfg.EPCPolicy, "epc-policy", "an SGX EPC limit the kernel cannot enforce: strict refuses the container, best-effort runs it uncapped and reports it")
-	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress, "address serving /metrics, /healthz, /readyz and /state (empty: none)")
-	fl.BoolVar(&f.cfg.Events, "events", true, "post Kubernetes Events on pods for refusals and degraded enforcement, when the API server is reachable")
-	fl.StringVar(&f.cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for Events and node info (default: the pod's service account, when in a pod)")
-	fl.BoolVar(&f.cfg.PublishNode, "publish-node-info", true, "label and annotate this Node (--node-name) with core-scheduling support and physical cores for podfence extender (RBAC: patch nodes), when the API server is reachable")
+	fl.StringVar(&f.cfg.StartBinary, "start-binary", "",
+		"host path of the (static) podfence binary bind-mounted into containers with a process pinning annotation (default: this "+
+			"binary; in a DaemonSet, its path on the host)")
+	fl.StringVar(&f.cfg.CgroupRoot, "cgroup-root", "/sys/fs/cgroup",
+		"cgroupfs mount point, where SGX EPC limits are set and read (empty: no EPC limits)")
+	fl.Var(&f.cfg.EPCPolicy, "epc-policy",
+		"an SGX EPC limit the kernel cannot enforce: strict refuses the container, best-effort runs it uncapped and reports it")
+	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress,
+		"address serving /metrics, /healthz, /readyz and /state (empty: none)")
+	fl.BoolVar(&f.cfg.Events, "events", true,
+		"post Kubernetes Events on pods for refusals and degraded enforcement, when the API server is reachable")
+	fl.StringVar(&f.cfg.Kubeconfig, "kubeconfig", "",
+		"kubeconfig for Events and node info (default: the pod's service account, when in a pod)")
+	fl.BoolVar(&f.cfg.PublishNode, "publish-node-info", true,
+		"label and annotate this Node (--node-name) with core-scheduling support and physical cores for podfence extender (RBAC: "+
+			"patch nodes), when the API server is reachable")
 	f.log.AddFlags(fl)
 	addCoreSchedFlags(fl, &f) // SMT core scheduling (coresched.go)
 	fl.StringSliceVar(&f.cfg.VMRuntimes, "vm-runtimes", sandbox.DefaultRuntimes(),
-		"runtime handlers (names or globs) of VM sandboxes, whose shim and hypervisor get a host cgroup under --cgroup-root sized from their pods (empty: none)")
+		"runtime handlers (names or globs) of VM sandboxes, whose shim and hypervisor get a host cgroup under --cgroup-root sized "+
+			"from their pods (empty: none)")
 	return cmd
 }
 

@@ -67,7 +67,8 @@ func TestAgentRefusesNegativeReloadInterval(t *testing.T) {
 	}
 	env := map[string]string{"PODFENCE_POOLS_RELOAD_INTERVAL": "-1s"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	if err := cliflags.FromEnv(newAgentCmd().Flags(), lookup); err == nil || err.Error() != `environment PODFENCE_POOLS_RELOAD_INTERVAL="-1s": `+want {
+	if err := cliflags.FromEnv(newAgentCmd().Flags(),
+		lookup); err == nil || err.Error() != `environment PODFENCE_POOLS_RELOAD_INTERVAL="-1s": `+want {
 		t.Errorf("environment: error %v\nwant environment PODFENCE_POOLS_RELOAD_INTERVAL=\"-1s\": %s", err, want)
 	}
 	cmd = newAgentCmd()

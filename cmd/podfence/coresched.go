@@ -23,9 +23,13 @@ func addCoreSchedFlags(fl *pflag.FlagSet, f *agentFlags) {
 	c.DefaultGroup, c.Policy = coresched.ByNamespace, coresched.Strict
 	fl.BoolVar(&f.coreSched, "coresched", true, "SMT core scheduling: give each pod group its own cookie where the node supports it "+
 		"(false: no cookies; pods that ask for a group are then handled as on a node without support)")
-	fl.Var(&c.DefaultGroup, "coresched-default-group", "the core-scheduling group of pods without a label: their namespace, the pod alone, or none")
-	fl.Var(&c.Policy, "coresched-policy", "a pod that asks for a group or exclusive where cookies cannot be made: strict refuses its containers, best-effort runs them and reports it")
-	fl.DurationVar(&c.ReconcileEvery, "coresched-reconcile-interval", 10*time.Second, "how often every container task's cookie is checked and repaired")
+	fl.Var(&c.DefaultGroup, "coresched-default-group",
+		"the core-scheduling group of pods without a label: their namespace, the pod alone, or none")
+	fl.Var(&c.Policy, "coresched-policy",
+		"a pod that asks for a group or exclusive where cookies cannot be made: strict refuses its containers, best-effort runs "+
+			"them and reports it")
+	fl.DurationVar(&c.ReconcileEvery, "coresched-reconcile-interval", 10*time.Second,
+		"how often every container task's cookie is checked and repaired")
 	fl.StringVar(&c.ProcRoot, "proc", "/proc", "root of the host's proc tree (the agent needs the host PID namespace)")
 }
 

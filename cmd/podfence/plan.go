@@ -47,7 +47,9 @@ and sample pods, one of which does not fit.`,
 			return runPlan(cmd.OutOrStdout(), f, args)
 		},
 	}
-	cmd.Flags().StringVar(&f.topology, "topology", "", `node topology: "host" (this machine's /sys), a sysfs root directory, or a synthetic spec such as "sockets=2,numa=4,cores=64,threads=2" (default: the example's)`)
+	cmd.Flags().StringVar(&f.topology, "topology", "",
+		`node topology: "host" (this machine's /sys), a sysfs root directory, or a synthetic spec such as `+
+			`"sockets=2,numa=4,cores=64,threads=2" (default: the example's)`)
 	cmd.Flags().StringVar(&f.pools, "pools", "", "pool config: a poolconfig-*.yaml file or a directory of them (default: the example's)")
 	cmd.Flags().StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against nodeSelector (repeatable)")
 	cmd.Flags().StringVar(&f.checkpoint, "checkpoint", "", "start from the allocations recorded in this agent checkpoint directory")

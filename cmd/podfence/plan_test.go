@@ -41,7 +41,8 @@ func TestPlanJSONAndInputs(t *testing.T) {
 	pools := filepath.Join(dir, "poolconfig-a.yaml")
 	os.WriteFile(pools, []byte("pools:\n  exclusive_a: {cpus: \"2-3\", hyperThreadingPolicy: multiThreaded}\n"), 0o644)
 	pods := filepath.Join(dir, "pods.yaml")
-	os.WriteFile(pods, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: c, resources: {limits: {podfence.io/exclusive_a: \"1\"}}}\n"), 0o644)
+	os.WriteFile(pods, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: c, resources: "+
+		"{limits: {podfence.io/exclusive_a: \"1\"}}}\n"), 0o644)
 	var out bytes.Buffer
 	err := runPlan(&out, planFlags{topology: "sockets=1,cores=4", pools: dir, output: "json"}, []string{pods})
 	if err != nil {
@@ -82,10 +83,12 @@ func TestPlanFromCheckpoint(t *testing.T) {
 	pools := filepath.Join(dir, "poolconfig-a.yaml")
 	os.WriteFile(pools, []byte("pools:\n  exclusive_a: {cpus: \"2-3\", hyperThreadingPolicy: multiThreaded}\n"), 0o644)
 	pods := filepath.Join(dir, "pods.yaml")
-	os.WriteFile(pods, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: c, resources: {limits: {podfence.io/exclusive_a: \"1\"}}}\n"), 0o644)
+	os.WriteFile(pods, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: c, resources: "+
+		"{limits: {podfence.io/exclusive_a: \"1\"}}}\n"), 0o644)
 	for _, tc := range []struct{ name, pool, want, err string }{
 		{name: "held CPU is skipped", pool: "exclusive_a", want: `"cpus": "3"`},
-		{name: "pool gone", pool: "exclusive_gone", err: `pool "exclusive_gone" (CPU 2) is not in the pool config: restore the pool config, or drain the node and delete`},
+		{name: "pool gone", pool: "exclusive_gone",
+			err: `pool "exclusive_gone" (CPU 2) is not in the pool config: restore the pool config, or drain the node and delete`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cp := filepath.Join(t.TempDir(), "cp")
@@ -93,7 +96,8 @@ func TestPlanFromCheckpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := store.Put(allocation.Allocation{PodUID: "old", Container: "x", Pool: tc.pool, Type: allocation.TypeExclusive, CPUs: cpuset.New(2)}); err != nil {
+			if err := store.Put(allocation.Allocation{PodUID: "old", Container: "x", Pool: tc.pool, Type: allocation.TypeExclusive,
+				CPUs: cpuset.New(2)}); err != nil {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer

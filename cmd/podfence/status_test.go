@@ -79,7 +79,10 @@ func TestStatusAgainstAgent(t *testing.T) {
 
 	addr := waitLog(t, logs, regexp.MustCompile(`msg="serving metrics" address=(\S+)`))
 	base := "http://" + addr
-	testwait.Eventually(t, "the agent to connect to the runtime", func() bool { return strings.Contains(logs.String(), `msg="connected to runtime"`) })
+	testwait.Eventually(t, "the agent to connect to the runtime", func() bool {
+		return strings.Contains(logs.String(),
+			`msg="connected to runtime"`)
+	})
 	if code, body := get(t, base+"/readyz"); code != 503 || body != "not ready: the container runtime has not synchronised the agent yet\n" {
 		t.Errorf("/readyz before sync: %d %q", code, body)
 	}
@@ -139,7 +142,8 @@ func TestStatusAgainstAgent(t *testing.T) {
 		}
 	}
 	var fromJSON status.Report
-	if err := json.Unmarshal([]byte(runCmd(t, "status", "--address", addr, "-o", "json")), &fromJSON); err != nil || len(fromJSON.Containers) != 5 {
+	if err := json.Unmarshal([]byte(runCmd(t, "status", "--address", addr, "-o", "json")),
+		&fromJSON); err != nil || len(fromJSON.Containers) != 5 {
 		t.Errorf("status -o json: %v, %d containers", err, len(fromJSON.Containers))
 	}
 
@@ -148,7 +152,8 @@ func TestStatusAgainstAgent(t *testing.T) {
 	}
 	text = runCmd(t, "status", "--address", addr, "--timeout", "1s", "--checkpoint-dir", cfg.CheckpointDir, "--pools", cfg.Pools,
 		"--sysfs", cfg.Sysfs, "--cgroup-root", cfg.CgroupRoot, "--node-name", "node-a")
-	for _, want := range []string{"From: checkpoint " + cfg.CheckpointDir, "  A=telco/router/fwd  B=telco/packet-gen/gen\n", "                     t1 13~ 15~\n"} {
+	for _, want := range []string{"From: checkpoint " + cfg.CheckpointDir, "  A=telco/router/fwd  B=telco/packet-gen/gen\n",
+		"                     t1 13~ 15~\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("status from the checkpoint lacks %q:\n%s", want, text)
 		}

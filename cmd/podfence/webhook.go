@@ -50,7 +50,8 @@ Every flag can also be set by an environment variable PODFENCE_<FLAG> (e.g. PODF
 	fl.StringVar(&f.listen, "listen", ":8443", "address to serve HTTPS on")
 	fl.StringVar(&f.certFile, "tls-cert", "", "PEM certificate (chain) file, e.g. a mounted Secret's tls.crt (required)")
 	fl.StringVar(&f.keyFile, "tls-key", "", "PEM private key file, e.g. a mounted Secret's tls.key (required)")
-	fl.StringVar(&f.pools, "pools", "", "pool configs (a poolconfig-*.yaml file or a directory of them): refuse pool names none declares; empty: do not check names")
+	fl.StringVar(&f.pools, "pools", "",
+		"pool configs (a poolconfig-*.yaml file or a directory of them): refuse pool names none declares; empty: do not check names")
 	fl.StringVar(&f.profiles, "coresched-profiles", "", "core-scheduling profiles (YAML list) that label pods with a group; empty: none")
 	fl.DurationVar(&f.reload, "reload-interval", 10*time.Second, "how often to check the certificate, pool configs and profiles for changes")
 	f.log.AddFlags(fl)

@@ -28,7 +28,8 @@ func TestWebhookFlagsFromEnv(t *testing.T) {
 	if err := cliflags.FromEnv(cmd.Flags(), func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
 		t.Fatal(err)
 	}
-	for flag, want := range map[string]string{"tls-cert": "/tls/tls.crt", "coresched-profiles": "/etc/p.yaml", "listen": ":9443", "reload-interval": "10s"} {
+	for flag, want := range map[string]string{"tls-cert": "/tls/tls.crt", "coresched-profiles": "/etc/p.yaml", "listen": ":9443",
+		"reload-interval": "10s"} {
 		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
 			t.Errorf("--%s %q, want %q", flag, got, want)
 		}
@@ -42,7 +43,8 @@ func TestWebhookRefusesBadFlags(t *testing.T) {
 	}{
 		{f: webhookFlags{log: cliflags.Log{Level: "loud", Format: "text"}}, err: `flag --log-level "loud": want debug, info, warn or error`},
 		{f: webhookFlags{log: cliflags.Log{Level: "info", Format: "xml"}}, err: `flag --log-format "xml": want text or json`},
-		{f: webhookFlags{log: cliflags.Log{Level: "info", Format: "json"}}, err: "flags --tls-cert and --tls-key are required: the API server calls webhooks over HTTPS only"},
+		{f: webhookFlags{log: cliflags.Log{Level: "info", Format: "json"}},
+			err: "flags --tls-cert and --tls-key are required: the API server calls webhooks over HTTPS only"},
 	} {
 		if err := runWebhook(t.Context(), tc.f, nil); err == nil || err.Error() != tc.err {
 			t.Errorf("error %v, want %s", err, tc.err)

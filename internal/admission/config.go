@@ -120,7 +120,8 @@ func nameSuffix(name string) string {
 // compile checks the profile and compiles its pod selector.
 func (p *Profile) compile() error {
 	if len(p.NamespaceSelector) > 0 {
-		return errors.New("namespaceSelector is not supported: the webhook sees the pod, not its namespace's labels; list the namespaces by name in namespaces")
+		return errors.New("namespaceSelector is not supported: the webhook sees the pod, not its namespace's labels; list the " +
+			"namespaces by name in namespaces")
 	}
 	for _, ns := range p.Namespaces {
 		if strings.TrimSpace(ns) == "" {

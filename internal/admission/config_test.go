@@ -18,16 +18,21 @@ func TestParseProfiles(t *testing.T) {
 		{name: "empty file: no profiles", yaml: ""},
 		{name: "a group and a policy", yaml: "- {group: g}\n- {policy: none, namespaces: [a]}\n"},
 		{name: "not a list", yaml: "group: g\n",
-			err: "core-scheduling profiles p.yaml: want a YAML list of {name, namespaces, podSelector, group, policy}: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal object into Go value of type []admission.Profile"},
+			err: "core-scheduling profiles p.yaml: want a YAML list of {name, namespaces, podSelector, group, policy}: error " +
+				"unmarshaling JSON: while decoding JSON: json: cannot unmarshal object into Go value of type []admission.Profile"},
 		{name: "unknown field", yaml: "- {group: g, groups: [h]}\n",
-			err: `core-scheduling profiles p.yaml: want a YAML list of {name, namespaces, podSelector, group, policy}: error unmarshaling JSON: while decoding JSON: json: unknown field "groups"`},
+			err: `core-scheduling profiles p.yaml: want a YAML list of {name, namespaces, podSelector, group, policy}: error ` +
+				`unmarshaling JSON: while decoding JSON: json: unknown field "groups"`},
 		{name: "namespaceSelector", yaml: "- name: sel\n  namespaceSelector: {matchLabels: {team: a}}\n  group: g\n",
-			err: "core-scheduling profiles p.yaml: profile 0 (sel): namespaceSelector is not supported: the webhook sees the pod, not its namespace's labels; list the namespaces by name in namespaces"},
+			err: "core-scheduling profiles p.yaml: profile 0 (sel): namespaceSelector is not supported: the webhook sees the pod, not " +
+				"its namespace's labels; list the namespaces by name in namespaces"},
 		{name: "neither group nor policy", yaml: "- {group: g}\n- {namespaces: [a]}\n",
 			err: "core-scheduling profiles p.yaml: profile 1: sets neither group nor policy (want a group name, or policy exclusive or none)"},
 		{name: "bad policy and bad group, both reported", yaml: "- {policy: strict}\n- {name: x, group: 'a b'}\n",
-			err: `core-scheduling profiles p.yaml: profile 0: label podfence.io/core-sched-policy="strict": unknown policy (want "exclusive", "none" or empty)` + "\n" +
-				`core-scheduling profiles p.yaml: profile 1 (x): label podfence.io/core-sched-group="a b": group name has the character ' ' (want letters, digits, '-', '_' or '.')`},
+			err: `core-scheduling profiles p.yaml: profile 0: label podfence.io/core-sched-policy="strict": unknown policy (want ` +
+				`"exclusive", "none" or empty)` + "\n" +
+				`core-scheduling profiles p.yaml: profile 1 (x): label podfence.io/core-sched-group="a b": group name has the character ` +
+				`' ' (want letters, digits, '-', '_' or '.')`},
 		{name: "bad selector", yaml: "- group: g\n  podSelector: {matchExpressions: [{key: a, operator: Near}]}\n",
 			err: `core-scheduling profiles p.yaml: profile 0: podSelector: "Near" is not a valid label selector operator`},
 		{name: "empty namespace", yaml: "- {group: g, namespaces: ['']}\n",
@@ -70,7 +75,8 @@ func TestLoad(t *testing.T) {
 	if cfg, err := Load("", ""); err != nil || len(cfg.Pools)+len(cfg.Profiles) != 0 {
 		t.Errorf("no paths: %v, %v", cfg, err)
 	}
-	if _, err := Load("", filepath.Join(dir, "none.yaml")); errText(err) != "load core-scheduling profiles: open "+dir+"/none.yaml: no such file or directory" {
+	if _, err := Load("", filepath.Join(dir,
+		"none.yaml")); errText(err) != "load core-scheduling profiles: open "+dir+"/none.yaml: no such file or directory" {
 		t.Errorf("missing profiles: %v", err)
 	}
 	write(filepath.Join(poolDir, "poolconfig-bad.yaml"), "pools: {shared_a: {cpus: x}}\n")

@@ -45,7 +45,8 @@ func TestDeployConfigs(t *testing.T) {
 	for _, w := range v.Webhooks {
 		hooks = append(hooks, hook{w.Name, PathValidate, *w.FailurePolicy, w})
 	}
-	want := map[string]admissionregistrationv1.FailurePolicyType{"pools.podfence.io": "Fail", "profiles.podfence.io": "Ignore", "pods.podfence.io": "Fail"}
+	want := map[string]admissionregistrationv1.FailurePolicyType{"pools.podfence.io": "Fail", "profiles.podfence.io": "Ignore",
+		"pods.podfence.io": "Fail"}
 	for _, h := range hooks {
 		w := h.common
 		if p, ok := want[h.name]; !ok || p != h.policy {

@@ -31,7 +31,8 @@ func epcLimits(pod *corev1.Pod) (map[string]string, error) {
 			continue
 		}
 		bad := func(value, rule string, args ...any) {
-			errs = append(errs, &ResourceError{Container: c.Name, Init: c.Init, Resource: ResourceEPC, Value: value, Rule: fmt.Sprintf(rule, args...)})
+			errs = append(errs, &ResourceError{Container: c.Name, Init: c.Init, Resource: ResourceEPC, Value: value,
+				Rule: fmt.Sprintf(rule, args...)})
 		}
 		q, ok := limit(c.Resources, ResourceEPC, bad)
 		if !ok {
@@ -74,7 +75,8 @@ func checkEPC(pod *corev1.Pod, want map[string]string) []error {
 		case needed && !has:
 			errs = append(errs, fmt.Errorf("annotation %s is missing, but container %q has %s=%s: %s", key, c.Name, ResourceEPC, w, fromMutation))
 		case needed && got != w:
-			errs = append(errs, &podapi.AnnotationError{Key: key, Value: got, Err: fmt.Errorf("differs from the %s limit of container %q (%s bytes): %s", ResourceEPC, c.Name, w, fromMutation)})
+			errs = append(errs, &podapi.AnnotationError{Key: key, Value: got,
+				Err: fmt.Errorf("differs from the %s limit of container %q (%s bytes): %s", ResourceEPC, c.Name, w, fromMutation)})
 		default:
 			readable(key)
 		}

@@ -48,7 +48,8 @@ func FuzzReviewRealShaped(f *testing.F) {
 func TestRandomUIDsAllowed(t *testing.T) {
 	cfg := testConfig(t)
 	h := NewHandler(func() *Config { return cfg }, discardLog())
-	pod := testPod("telco", "label:tier=dataplane", ctr("fwd", "podfence.io/exclusive_dp=2", "podfence.io/shared_caas=200", "cpu=2", "memory=1Gi"))
+	pod := testPod("telco", "label:tier=dataplane", ctr("fwd", "podfence.io/exclusive_dp=2", "podfence.io/shared_caas=200",
+		"cpu=2", "memory=1Gi"))
 	pod.Name, pod.GenerateName, pod.UID = "", "fwd-7d9f-", "@pod"
 	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "fwd-7d9f", UID: "@owner"}}
 	raw, err := json.Marshal(pod)

@@ -34,11 +34,13 @@ func Mutate(pod *corev1.Pod, cfg *Config) ([]Op, []string, error) {
 	if want, ok := cpuPoolsValue(reqs); ok {
 		set[podapi.AnnotationCPUPools] = want
 		if present && cur != want {
-			warnings = append(warnings, fmt.Sprintf("podfence replaced annotation %s=%s with %s, from the pool resources", podapi.AnnotationCPUPools, cur, want))
+			warnings = append(warnings, fmt.Sprintf("podfence replaced annotation %s=%s with %s, from the pool resources",
+				podapi.AnnotationCPUPools, cur, want))
 		}
 	} else if present {
 		remove = append(remove, podapi.AnnotationCPUPools)
-		warnings = append(warnings, fmt.Sprintf("podfence removed annotation %s=%s: no container asks for a pool resource", podapi.AnnotationCPUPools, cur))
+		warnings = append(warnings, fmt.Sprintf("podfence removed annotation %s=%s: no container asks for a pool resource",
+			podapi.AnnotationCPUPools, cur))
 	}
 	for k, v := range epc {
 		set[k] = v

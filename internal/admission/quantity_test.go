@@ -29,7 +29,8 @@ func TestQuantityLookalikesAllowed(t *testing.T) {
 	base := func() *corev1.Pod {
 		p := testPod("telco", "label:tier=dataplane", ctr("fwd", "podfence.io/exclusive_dp=2", "cpu=2", "memory=1Gi"))
 		p.Name, p.GenerateName, p.UID = "", "fwd-7d9f-", "0df28fbd-5f5f-11e8-bc74-36e6bb280816"
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "fwd-7d9f", UID: "6a4a6b6c-1d2e-4f30-8a1b-2c3d4e5f6a7b"}}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "fwd-7d9f",
+			UID: "6a4a6b6c-1d2e-4f30-8a1b-2c3d4e5f6a7b"}}
 		return p
 	}
 	for _, tc := range []struct {
@@ -94,8 +95,14 @@ func TestQuantityFieldsBounded(t *testing.T) {
 		set  func(v any) [2]any // key path below the pod, value
 	}{
 		{`spec.containers[0].resources.limits["podfence.io/exclusive_dp"]`, nil},
-		{`spec.initContainers[0].resources.requests["memory"]`, func(v any) [2]any { return [2]any{"spec.initContainers", []any{ctrJSON("requests", v)}} }},
-		{`spec.ephemeralContainers[0].resources.limits["memory"]`, func(v any) [2]any { return [2]any{"spec.ephemeralContainers", []any{ctrJSON("limits", v)}} }},
+		{`spec.initContainers[0].resources.requests["memory"]`, func(v any) [2]any {
+			return [2]any{"spec.initContainers",
+				[]any{ctrJSON("requests", v)}}
+		}},
+		{`spec.ephemeralContainers[0].resources.limits["memory"]`, func(v any) [2]any {
+			return [2]any{"spec.ephemeralContainers",
+				[]any{ctrJSON("limits", v)}}
+		}},
 		{`spec.overhead["cpu"]`, func(v any) [2]any { return [2]any{"spec.overhead", map[string]any{"cpu": v}} }},
 		{`spec.resources.limits["cpu"]`, func(v any) [2]any {
 			return [2]any{"spec.resources", map[string]any{"limits": map[string]any{"cpu": v}}}
@@ -109,7 +116,8 @@ func TestQuantityFieldsBounded(t *testing.T) {
 		}},
 		{`spec.volumes[0].projected.sources[0].downwardAPI.items[0].resourceFieldRef.divisor`, func(v any) [2]any {
 			item := map[string]any{"path": "m", "resourceFieldRef": map[string]any{"containerName": "x", "resource": "limits.memory", "divisor": v}}
-			return [2]any{"spec.volumes", []any{map[string]any{"name": "v", "projected": map[string]any{"sources": []any{map[string]any{"downwardAPI": map[string]any{"items": []any{item}}}}}}}}
+			return [2]any{"spec.volumes", []any{map[string]any{"name": "v",
+				"projected": map[string]any{"sources": []any{map[string]any{"downwardAPI": map[string]any{"items": []any{item}}}}}}}}
 		}},
 		{`spec.volumes[0].ephemeral.volumeClaimTemplate.spec.resources.requests["storage"]`, func(v any) [2]any {
 			tmpl := map[string]any{"spec": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": v}}}}

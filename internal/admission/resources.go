@@ -121,13 +121,15 @@ func containerPools(c container, check bool, known []string) (poolRequest, error
 		n, whole := q.AsInt64()
 		switch t := pools.TypeOf(pool); {
 		case t == allocation.TypeDefault:
-			bad(q.String(), "pool %q is a default pool (its name starts with neither exclusive nor shared), which is not a resource: a container that asks for no pool runs on it", pool)
+			bad(q.String(), "pool %q is a default pool (its name starts with neither exclusive nor shared), which is not a resource: "+
+				"a container that asks for no pool runs on it", pool)
 		case check && !slices.Contains(known, pool):
 			bad(q.String(), "pool %q is in no pool config; known pools: %s", pool, strings.Join(known, ", "))
 		case t == allocation.TypeExclusive && (!whole || n < 1 || n > maxCPUs):
 			bad(q.String(), "an exclusive pool counts whole CPUs: want a whole number from 1 to %d, such as 2", maxCPUs)
 		case t == allocation.TypeShared && (!whole || n < 1 || n > maxMilliCPU):
-			bad(q.String(), "the shared pool counts millicpu, one device each: want a whole number from 1 to %d, such as 500 for half a CPU (not 500m or 0.5)", maxMilliCPU)
+			bad(q.String(), "the shared pool counts millicpu, one device each: want a whole number from 1 to %d, such as 500 for half "+
+				"a CPU (not 500m or 0.5)", maxMilliCPU)
 		case t == allocation.TypeExclusive && r.Exclusive != "":
 			bad(q.String(), "%s", onePool(t, r.Exclusive, r.ExclusiveResource, pool))
 		case t == allocation.TypeShared && r.Shared != "":

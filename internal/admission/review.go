@@ -131,7 +131,8 @@ func resultMessage(resp *admissionv1.AdmissionResponse) string {
 // object is raw JSON); the pod's quantity fields are bounded before the pod is decoded.
 func readReview(w http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionReview, *corev1.Pod, error) {
 	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
-		return nil, nil, &badRequest{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", r.Header.Get("Content-Type"))}
+		return nil, nil, &badRequest{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json",
+			r.Header.Get("Content-Type"))}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxReviewBytes))
 	var tooBig *http.MaxBytesError
@@ -147,12 +148,14 @@ func readReview(w http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionR
 	req := review.Request
 	switch {
 	case review.APIVersion != reviewAPIVersion || review.Kind != "AdmissionReview":
-		return nil, nil, fmt.Errorf("apiVersion %q kind %q: want %s AdmissionReview (set admissionReviewVersions: [v1])", review.APIVersion, review.Kind, reviewAPIVersion)
+		return nil, nil, fmt.Errorf("apiVersion %q kind %q: want %s AdmissionReview (set admissionReviewVersions: [v1])",
+			review.APIVersion, review.Kind, reviewAPIVersion)
 	case req == nil:
 		return nil, nil, errors.New("AdmissionReview has no request")
 	case req.UID == "":
 		return nil, nil, errors.New("AdmissionReview request has no uid")
-	case req.Resource != metav1.GroupVersionResource{Version: "v1", Resource: "pods"} || req.SubResource != "" || req.Operation != admissionv1.Create:
+	case req.Resource != metav1.GroupVersionResource{Version: "v1",
+		Resource: "pods"} || req.SubResource != "" || req.Operation != admissionv1.Create:
 		return &review, nil, nil
 	case len(req.Object.Raw) == 0:
 		return nil, nil, errors.New("AdmissionReview request for a pod CREATE has no object")

@@ -77,7 +77,8 @@ func TestBadRequests(t *testing.T) {
 		{name: "a JSON array", body: []byte("[]"), status: 400,
 			msg: "decode AdmissionReview: json: cannot unmarshal array into Go value of type v1.AdmissionReview"},
 		{name: "v1beta1", body: review(replace("admission.k8s.io/v1", "admission.k8s.io/v1beta1")), status: 400,
-			msg: `apiVersion "admission.k8s.io/v1beta1" kind "AdmissionReview": want admission.k8s.io/v1 AdmissionReview (set admissionReviewVersions: [v1])`},
+			msg: `apiVersion "admission.k8s.io/v1beta1" kind "AdmissionReview": want admission.k8s.io/v1 AdmissionReview (set ` +
+				`admissionReviewVersions: [v1])`},
 		{name: "no request", body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), status: 400,
 			msg: "AdmissionReview has no request"},
 		{name: "no uid", body: review(replace(`"uid":"705ab4f5-6393-11e8-b7cc-42010a800002"`, `"uid":""`)), status: 400,
@@ -88,17 +89,24 @@ func TestBadRequests(t *testing.T) {
 			msg: "decode the request's pod: json: cannot unmarshal number into Go struct field Pod.spec of type v1.PodSpec"},
 		{name: "a bad quantity", body: review(replace(`"podfence.io/exclusive_dp":"1"`, `"podfence.io/exclusive_dp":"x"`)), status: 400,
 			msg: "decode the request's pod: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"},
-		{name: "a quantity with a huge exponent", body: review(replace(`"podfence.io/exclusive_dp":"1"`, `"podfence.io/exclusive_dp":"1e-999999999"`)), status: 400,
-			msg: `pod field spec.containers[0].resources.limits["podfence.io/exclusive_dp"]: the quantity "1e-999999999" is too costly to parse: want at most 1000 characters and an exponent of at most 5 digits`},
-		{name: "a quantity too long", body: review(replace(`"podfence.io/exclusive_dp":"1"`, `"podfence.io/exclusive_dp":"`+strings.Repeat("9", 1001)+`"`)), status: 400,
-			msg: `pod field spec.containers[0].resources.limits["podfence.io/exclusive_dp"]: the quantity "9999999999999999999999999999999999999999"… (1001 bytes) is too costly to parse: want at most 1000 characters and an exponent of at most 5 digits`},
+		{name: "a quantity with a huge exponent", body: review(replace(`"podfence.io/exclusive_dp":"1"`,
+			`"podfence.io/exclusive_dp":"1e-999999999"`)), status: 400,
+			msg: `pod field spec.containers[0].resources.limits["podfence.io/exclusive_dp"]: the quantity "1e-999999999" is too ` +
+				`costly to parse: want at most 1000 characters and an exponent of at most 5 digits`},
+		{name: "a quantity too long", body: review(replace(`"podfence.io/exclusive_dp":"1"`,
+			`"podfence.io/exclusive_dp":"`+strings.Repeat("9", 1001)+`"`)), status: 400,
+			msg: `pod field spec.containers[0].resources.limits["podfence.io/exclusive_dp"]: the quantity ` +
+				`"9999999999999999999999999999999999999999"… (1001 bytes) is too costly to parse: want at most 1000 characters and an ` +
+				`exponent of at most 5 digits`},
 		{name: "not JSON content", contentType: "text/plain", body: review(replace("", "")), status: 415,
 			msg: `content type "text/plain": want application/json`},
 		{name: "too large", body: bytes.Repeat([]byte(" "), MaxReviewBytes+1), status: 413, msg: "request body over 4194304 bytes"},
 		{name: "GET", method: http.MethodGet, status: 405, msg: "Method Not Allowed"},
 		{name: "UPDATE is allowed unchanged", body: review(replace(`"operation":"CREATE"`, `"operation":"UPDATE"`)), status: 200, msg: "allowed"},
-		{name: "a subresource is allowed unchanged", body: review(replace(`"operation":"CREATE"`, `"operation":"CREATE","subResource":"binding"`)), status: 200, msg: "allowed"},
-		{name: "another resource is allowed unchanged", body: review(replace(`"resource":"pods"`, `"resource":"services"`)), status: 200, msg: "allowed"},
+		{name: "a subresource is allowed unchanged", body: review(replace(`"operation":"CREATE"`,
+			`"operation":"CREATE","subResource":"binding"`)), status: 200, msg: "allowed"},
+		{name: "another resource is allowed unchanged", body: review(replace(`"resource":"pods"`, `"resource":"services"`)),
+			status: 200, msg: "allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range []string{PathMutate, PathValidate} {

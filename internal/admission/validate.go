@@ -45,7 +45,8 @@ func checkCPUPools(annotations map[string]string, reqs map[string]poolRequest) e
 	case needed && !has:
 		return fmt.Errorf("annotation %s is missing; the pool resources call for %s: %s", podapi.AnnotationCPUPools, want, fromMutation)
 	case got != want:
-		return fmt.Errorf("annotation %s=%q differs from the pool resources, which call for %s: %s", podapi.AnnotationCPUPools, got, want, fromMutation)
+		return fmt.Errorf("annotation %s=%q differs from the pool resources, which call for %s: %s", podapi.AnnotationCPUPools, got,
+			want, fromMutation)
 	}
 	return nil
 }

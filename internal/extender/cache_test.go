@@ -38,7 +38,8 @@ func TestCacheFromInformers(t *testing.T) {
 	nodes := client.CoreV1().Nodes()
 
 	// An exclusive pod arrives; a pod finishes; another pod is deleted.
-	if _, err := pods.Create(ctx, testPod("shop", "e1", "a", 3000, coresched.LabelPolicy, coresched.PolicyExclusive), metav1.CreateOptions{}); err != nil {
+	if _, err := pods.Create(ctx, testPod("shop", "e1", "a", 3000, coresched.LabelPolicy, coresched.PolicyExclusive),
+		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testwait.Eventually(t, "the exclusive pod", func() bool { f := facts(c, "a", ""); return f.Groups == 3 && f.BusyCores == 3 })

@@ -58,7 +58,8 @@ func TestPrioritize(t *testing.T) {
 	var got extenderv1.HostPriorityList
 	code := post(t, s, "/prioritize", `{"Pod":`+webPod+`,"NodeNames":["a","b","old","gone"]}`, &got)
 	// a: 2 groups, has web: round(6×(1−2/16)+4) = 9; b: 3 groups after: round(6×13/16) = 5.
-	want := extenderv1.HostPriorityList{{Host: "a", Score: 9}, {Host: "b", Score: 5}, {Host: "old", Score: Neutral}, {Host: "gone", Score: Neutral}}
+	want := extenderv1.HostPriorityList{{Host: "a", Score: 9}, {Host: "b", Score: 5}, {Host: "old", Score: Neutral}, {Host: "gone",
+		Score: Neutral}}
 	if code != http.StatusOK || len(got) != len(want) {
 		t.Fatalf("POST /prioritize: %d %v, want 200 %v", code, got, want)
 	}
@@ -77,8 +78,9 @@ func TestFilter(t *testing.T) {
 		refused   map[string]string
 	}{
 		{name: "explicit group", pod: webPod, pass: []string{"a", "b"}, refused: map[string]string{
-			"old":  "podfence: pod asks for core-scheduling group group:web; node has podfence.io/core-sched=unsupported",
-			"gone": "podfence: pod asks for core-scheduling group group:web; node has no podfence.io/core-sched label (no podfence agent has reported it)"}},
+			"old": "podfence: pod asks for core-scheduling group group:web; node has podfence.io/core-sched=unsupported",
+			"gone": "podfence: pod asks for core-scheduling group group:web; node has no podfence.io/core-sched label (no podfence " +
+				"agent has reported it)"}},
 		{name: "implicit group", pod: `{"metadata":{"name":"p","namespace":"shop","uid":"u3"}}`, pass: []string{"a", "b", "old", "gone"}},
 		{name: "policy none", pod: `{"metadata":{"name":"p","namespace":"shop","uid":"u4","labels":{"podfence.io/core-sched-policy":"none"}}}`,
 			pass: []string{"a", "b", "old", "gone"}},
@@ -94,7 +96,8 @@ func TestFilter(t *testing.T) {
 				t.Errorf("NodeNames = %v, want %v", got.NodeNames, tc.pass)
 			}
 			if tc.name == "bad label" {
-				if len(got.FailedAndUnresolvableNodes) != 4 || !strings.Contains(got.FailedAndUnresolvableNodes["a"], `label podfence.io/core-sched-policy="solo": unknown policy`) {
+				if len(got.FailedAndUnresolvableNodes) != 4 || !strings.Contains(got.FailedAndUnresolvableNodes["a"],
+					`label podfence.io/core-sched-policy="solo": unknown policy`) {
 					t.Errorf("refused = %v, want all 4 with the label error", got.FailedAndUnresolvableNodes)
 				}
 				return

@@ -11,14 +11,17 @@ func TestReadPods(t *testing.T) {
 		pods     []string
 		err      string
 	}{
-		{name: "two documents and an empty one", in: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n---\n# only a comment\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, namespace: x}\n",
+		{name: "two documents and an empty one",
+			in: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n---\n# only a comment\n---\napiVersion: v1\nkind: " +
+				"Pod\nmetadata: {name: b, namespace: x}\n",
 			pods: []string{"/a", "x/b"}},
 		{name: "JSON", in: `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j"}}`, pods: []string{"/j"}},
 		{name: "not a pod", in: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
 			err: `in.yaml: document 1: kind "Deployment" apiVersion "apps/v1": want kind Pod, apiVersion v1`},
 		{name: "unknown field", in: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containerz: []}\n",
 			err: `in.yaml: document 1 (pod): error unmarshaling JSON: while decoding JSON: json: unknown field "containerz"`},
-		{name: "no name", in: "apiVersion: v1\nkind: Pod\nmetadata: {}\n", err: "in.yaml: document 1: field metadata.name is empty: a pod needs a name"},
+		{name: "no name", in: "apiVersion: v1\nkind: Pod\nmetadata: {}\n",
+			err: "in.yaml: document 1: field metadata.name is empty: a pod needs a name"},
 		{name: "bad YAML", in: "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n", err: "in.yaml: document 1: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,7 +60,8 @@ func TestLoadNodeSelectsByNodeName(t *testing.T) {
 	}
 	cfg.NodeName = "node-b"
 	_, err = nodeagent.LoadNode(cfg, quiet())
-	if err == nil || !strings.Contains(err.Error(), `node "node-b": no pool config matches this node (node labels: kubernetes.io/hostname=node-b)`) {
+	if err == nil || !strings.Contains(err.Error(),
+		`node "node-b": no pool config matches this node (node labels: kubernetes.io/hostname=node-b)`) {
 		t.Errorf("error %v, want no match for node-b", err)
 	}
 }

@@ -28,7 +28,8 @@ func TestAPIClient(t *testing.T) {
 	}{
 		{name: "neither wanted", cfg: Config{Kubeconfig: missing}},
 		{name: "not in a pod", cfg: Config{Events: true, PublishNode: true}, log: "not in a pod and no kubeconfig given"},
-		{name: "kubeconfig", cfg: Config{Events: true, PublishNode: true, Kubeconfig: good}, client: true, log: "server=https://api.example:6443"},
+		{name: "kubeconfig", cfg: Config{Events: true, PublishNode: true, Kubeconfig: good}, client: true,
+			log: "server=https://api.example:6443"},
 		{name: "node info only", cfg: Config{PublishNode: true, Kubeconfig: good}, client: true},
 		{name: "bad kubeconfig, Events on", cfg: Config{Events: true, Kubeconfig: missing},
 			err: "API server (" + missing + "): kubeconfig: open " + missing + ": no such file or directory"},

@@ -20,7 +20,8 @@ const dirPoll = 2 * time.Second
 // plugin (to take pool reloads) and a channel that yields Run's error once it ends; a
 // failed plugin calls stop. Without a directory configured it returns nil and a closed
 // channel.
-func startDevicePlugin(ctx context.Context, stop func(), cfg Config, node *plan.Node, log *slog.Logger) (*deviceplugin.Plugin, <-chan error, error) {
+func startDevicePlugin(ctx context.Context, stop func(), cfg Config, node *plan.Node, log *slog.Logger) (*deviceplugin.Plugin,
+	<-chan error, error) {
 	done := make(chan error, 1)
 	if cfg.DevicePluginDir == "" {
 		close(done)

@@ -38,8 +38,9 @@ func testNode(t *testing.T, poolYAML string) *plan.Node {
 }
 
 const (
-	poolsBefore = `pools: {default: {cpus: "0,4"}, shared_s: {cpus: "1,5"}, exclusive_a: {cpus: "2-3,6-7", hyperThreadingPolicy: multiThreaded}}`
-	poolsAfter  = `pools: {default: {cpus: "0,4"}, shared_s: {cpus: "1"}, exclusive_a: {cpus: "2-3,5-7", hyperThreadingPolicy: multiThreaded}}`
+	poolsBefore = `pools: {default: {cpus: "0,4"}, shared_s: {cpus: "1,5"}, exclusive_a: {cpus: "2-3,6-7", ` +
+		`hyperThreadingPolicy: multiThreaded}}`
+	poolsAfter = `pools: {default: {cpus: "0,4"}, shared_s: {cpus: "1"}, exclusive_a: {cpus: "2-3,5-7", hyperThreadingPolicy: multiThreaded}}`
 )
 
 // TestPendingPoolConfigReported: a pending config shows in the report, in a metric and in

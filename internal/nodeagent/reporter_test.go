@@ -50,7 +50,8 @@ func TestOperations(t *testing.T) {
 
 	ev := server.wait(t)
 	if ev.Reason != "NotEnoughCPUs" || ev.Type != "Warning" || ev.InvolvedObject.UID != "uid-1" || ev.InvolvedObject.Name != "web" ||
-		ev.InvolvedObject.FieldPath != "spec.containers{huge}" || ev.Source.Host != "node-a" || !strings.Contains(ev.Message, `container "huge" refused`) {
+		ev.InvolvedObject.FieldPath != "spec.containers{huge}" || ev.Source.Host != "node-a" || !strings.Contains(ev.Message,
+		`container "huge" refused`) {
 		t.Errorf("event %+v", ev)
 	}
 	for _, tc := range []struct{ name, want string }{

@@ -30,7 +30,8 @@ func (Starter) Name() string { return "process-starter" }
 // start`. The processes are checked against the decided pools first (pinning.Check, as the
 // webhook checks them against the requests), so a container whose annotation names
 // another pool or asks for more CPUs than it got is refused at creation, with the numbers.
-func (s Starter) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, d plan.Decision) (*api.ContainerAdjustment, error) {
+func (s Starter) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container,
+	d plan.Decision) (*api.ContainerAdjustment, error) {
 	spec, ok, err := pinning.FromAnnotations(pod.GetAnnotations())
 	if !ok {
 		spec, ok, err = pinning.FromAnnotations(ctr.GetAnnotations())

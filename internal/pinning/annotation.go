@@ -28,7 +28,8 @@ const (
 	maxMilliCPU  = maxCPUs * 1000
 )
 
-const schemaSummary = `want a JSON array of {"container": name, "processes": [{"process": path, "args": [string], "pool": name, "cpus": number}]}`
+const schemaSummary = `want a JSON array of {"container": name, "processes": [{"process": path, "args": [string], "pool": ` +
+	`name, "cpus": number}]}`
 
 // Process is one process to start in a container.
 type Process struct {
@@ -175,7 +176,8 @@ func parseContainer(wc wireContainer) (Container, error) {
 		}
 		t := p.Type()
 		if first, ok := pool[t]; ok && first != p.Pool && t != allocation.TypeDefault {
-			return Container{}, fmt.Errorf("container %q: process %d: pool %q: another process names %s pool %q (a container has CPUs of one %s pool)", wc.Name, i, p.Pool, t, first, t)
+			return Container{}, fmt.Errorf("container %q: process %d: pool %q: another process names %s pool %q (a container has CPUs "+
+				"of one %s pool)", wc.Name, i, p.Pool, t, first, t)
 		}
 		pool[t] = p.Pool
 		c.Processes = append(c.Processes, p)
@@ -189,7 +191,8 @@ func parseProcess(wp wireProcess, last bool) (Process, error) {
 		p.Args = wp.Args
 	}
 	if p.Path == "" && !last {
-		return Process{}, errors.New(`"process" is missing or empty (want a binary; only the last process may omit it to run the container's own command)`)
+		return Process{}, errors.New(`"process" is missing or empty (want a binary; only the last process may omit it to run the ` +
+			`container's own command)`)
 	}
 	if _, ok := pools.ParseResourceName(pools.ResourceName(p.Pool)); !ok {
 		return Process{}, fmt.Errorf(`pool %q: want a pool name ([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters)`, p.Pool)

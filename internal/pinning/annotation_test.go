@@ -33,15 +33,17 @@ func TestParse(t *testing.T) {
 			}}}},
 		},
 		{
-			name:  "default pool: cpus optional, args optional",
-			value: `[{"container": "a", "processes": [{"process": "x", "pool": "default"}, {"process": "y", "pool": "other", "cpus": 0, "args": []}]}]`,
+			name: "default pool: cpus optional, args optional",
+			value: `[{"container": "a", "processes": [{"process": "x", "pool": "default"}, {"process": "y", "pool": "other", "cpus": ` +
+				`0, "args": []}]}]`,
 			want: Spec{Containers: []Container{{Name: "a", Processes: []Process{
 				{Path: "x", Pool: "default"}, {Path: "y", Pool: "other"},
 			}}}},
 		},
 		{
-			name:  "last process runs the container's command",
-			value: `[{"container": "a", "processes": [{"process": "", "args": ["-v"], "pool": "exclusive_a", "cpus": 2}]}, {"container": "b", "processes": [{"pool": "shared_s", "cpus": "250"}]}]`,
+			name: "last process runs the container's command",
+			value: `[{"container": "a", "processes": [{"process": "", "args": ["-v"], "pool": "exclusive_a", "cpus": 2}]}, ` +
+				`{"container": "b", "processes": [{"pool": "shared_s", "cpus": "250"}]}]`,
 			want: Spec{Containers: []Container{
 				{Name: "a", Processes: []Process{{Args: []string{"-v"}, Pool: "exclusive_a", CPUs: 2}}},
 				{Name: "b", Processes: []Process{{Pool: "shared_s", CPUs: 250}}},
@@ -74,21 +76,43 @@ func TestParseErrors(t *testing.T) {
 		{name: "not JSON", value: `[{]`, want: "invalid JSON at byte 3: invalid character ']' looking for beginning of object key string"},
 		{name: "object", value: `{"container": "a"}`, want: "the annotation: got a JSON object, want an array"},
 		{name: "trailing data", value: `[] []`, want: "data after the JSON array"},
-		{name: "unknown field", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpu": 1}]}]`, want: `json: unknown field "cpu"`},
-		{name: "cpus wrong type", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpus": [1]}]}]`, want: "processes.cpus: got a JSON array, want number"},
-		{name: "no container name", value: `[{"processes": [{"process": "x", "pool": "default"}]}]`, want: `entry 0: "container" is missing or empty (want the container's name)`},
+		{name: "unknown field", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpu": 1}]}]`,
+			want: `json: unknown field "cpu"`},
+		{name: "cpus wrong type", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpus": [1]}]}]`,
+			want: "processes.cpus: got a JSON array, want number"},
+		{name: "no container name", value: `[{"processes": [{"process": "x", "pool": "default"}]}]`,
+			want: `entry 0: "container" is missing or empty (want the container's name)`},
 		{name: "no processes", value: `[{"container": "a"}]`, want: `entry 0: container "a": has 0 processes (want 1 to 256)`},
-		{name: "duplicate container", value: `[{"container": "a", "processes": [{"process": "x", "pool": "default"}]}, {"container": "a", "processes": [{"process": "y", "pool": "default"}]}]`, want: `entry 1: container "a" has more than one entry (want one per container)`},
-		{name: "empty process not last", value: `[{"container": "a", "processes": [{"pool": "default"}, {"process": "y", "pool": "default"}]}]`, want: `entry 0: container "a": process 0: "process" is missing or empty (want a binary; only the last process may omit it to run the container's own command)`},
-		{name: "bad pool name", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive a", "cpus": 1}]}]`, want: `entry 0: container "a": process 0: pool "exclusive a": want a pool name`},
-		{name: "empty pool", value: `[{"container": "a", "processes": [{"process": "x", "cpus": 1}]}]`, want: `process 0: pool "": want a pool name`},
-		{name: "exclusive cpus missing", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a"}]}]`, want: `process 0: pool "exclusive_a": cpus missing: want a whole number of CPUs from 1 to 8192`},
-		{name: "exclusive cpus zero", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpus": 0}]}]`, want: `cpus 0: want a whole number of CPUs from 1 to 8192`},
-		{name: "fractional cpus", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpus": 1.5}]}]`, want: `cpus 1.5: want a whole number of CPUs from 1 to 8192`},
-		{name: "shared cpus too large", value: `[{"container": "a", "processes": [{"process": "x", "pool": "shared_a", "cpus": 9000000}]}]`, want: `pool "shared_a": cpus 9000000: want a whole number of millicpu (1000 = one CPU) from 1 to 8192000`},
-		{name: "negative default cpus", value: `[{"container": "a", "processes": [{"process": "x", "pool": "default", "cpus": -1}]}]`, want: `cpus -1: want a whole number (ignored for the default pool) from 0 to 8192`},
-		{name: "two exclusive pools", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpus": 1}, {"process": "y", "pool": "exclusive_b", "cpus": 1}]}]`, want: `container "a": process 1: pool "exclusive_b": another process names exclusive pool "exclusive_a" (a container has CPUs of one exclusive pool)`},
-		{name: "two shared pools", value: `[{"container": "a", "processes": [{"process": "x", "pool": "shared_a", "cpus": 1}, {"process": "y", "pool": "shared_b", "cpus": 1}]}]`, want: `another process names shared pool "shared_a"`},
+		{name: "duplicate container",
+			value: `[{"container": "a", "processes": [{"process": "x", "pool": "default"}]}, {"container": "a", "processes": ` +
+				`[{"process": "y", "pool": "default"}]}]`, want: `entry 1: container "a" has more than one entry (want one per container)`},
+		{name: "empty process not last",
+			value: `[{"container": "a", "processes": [{"pool": "default"}, {"process": "y", "pool": ` +
+				`"default"}]}]`, want: `entry 0: container "a": process 0: "process" is missing or empty (want a binary; only the last ` +
+				`process may omit it to run the container's own command)`},
+		{name: "bad pool name", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive a", "cpus": 1}]}]`,
+			want: `entry 0: container "a": process 0: pool "exclusive a": want a pool name`},
+		{name: "empty pool", value: `[{"container": "a", "processes": [{"process": "x", "cpus": 1}]}]`,
+			want: `process 0: pool "": want a pool name`},
+		{name: "exclusive cpus missing", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a"}]}]`,
+			want: `process 0: pool "exclusive_a": cpus missing: want a whole number of CPUs from 1 to 8192`},
+		{name: "exclusive cpus zero",
+			value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpus": ` +
+				`0}]}]`, want: `cpus 0: want a whole number of CPUs from 1 to 8192`},
+		{name: "fractional cpus", value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpus": 1.5}]}]`,
+			want: `cpus 1.5: want a whole number of CPUs from 1 to 8192`},
+		{name: "shared cpus too large",
+			value: `[{"container": "a", "processes": [{"process": "x", "pool": "shared_a", "cpus": ` +
+				`9000000}]}]`, want: `pool "shared_a": cpus 9000000: want a whole number of millicpu (1000 = one CPU) from 1 to 8192000`},
+		{name: "negative default cpus", value: `[{"container": "a", "processes": [{"process": "x", "pool": "default", "cpus": -1}]}]`,
+			want: `cpus -1: want a whole number (ignored for the default pool) from 0 to 8192`},
+		{name: "two exclusive pools",
+			value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpus": 1}, {"process": "y", "pool": ` +
+				`"exclusive_b", "cpus": 1}]}]`, want: `container "a": process 1: pool "exclusive_b": another process names exclusive ` +
+				`pool "exclusive_a" (a container has CPUs of one exclusive pool)`},
+		{name: "two shared pools",
+			value: `[{"container": "a", "processes": [{"process": "x", "pool": "shared_a", "cpus": 1}, {"process": "y", "pool": ` +
+				`"shared_b", "cpus": 1}]}]`, want: `another process names shared pool "shared_a"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(Key, tc.value)
@@ -109,7 +133,8 @@ func TestParseErrors(t *testing.T) {
 func TestAnnotationErrorTruncatesLongValues(t *testing.T) {
 	value := "[" + strings.Repeat(" ", 300) + "x]"
 	_, err := Parse(CPUPoolerKey, value)
-	if msg := err.Error(); strings.Contains(msg, strings.Repeat(" ", 200)) || !strings.Contains(msg, `…"`) || !strings.HasPrefix(msg, "annotation nokia.k8s.io/cpus=") {
+	if msg := err.Error(); strings.Contains(msg, strings.Repeat(" ", 200)) || !strings.Contains(msg,
+		`…"`) || !strings.HasPrefix(msg, "annotation nokia.k8s.io/cpus=") {
 		t.Errorf("error %q: want the value cut at 200 bytes", msg)
 	}
 }
@@ -172,7 +197,9 @@ func TestEncodeRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	enc := Encode(spec.Containers...)
-	const want = `[{"container":"cputestcontainer","processes":[{"process":"/bin/sh","args":["-c","/thread_busyloop -n \"Process \"1"],"pool":"exclusive_caas","cpus":1},{"process":"/bin/sh","args":["-c","/thread_busyloop -n \"Process \"2"],"pool":"shared_caas","cpus":100}]}]`
+	const want = `[{"container":"cputestcontainer","processes":[{"process":"/bin/sh","args":["-c","/thread_busyloop -n ` +
+		`\"Process \"1"],"pool":"exclusive_caas","cpus":1},{"process":"/bin/sh","args":["-c","/thread_busyloop -n \"Process ` +
+		`\"2"],"pool":"shared_caas","cpus":100}]}]`
 	if enc != want {
 		t.Errorf("Encode:\n got %s\nwant %s", enc, want)
 	}
@@ -180,7 +207,8 @@ func TestEncodeRoundTrips(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(again, spec) {
 		t.Errorf("Parse(Encode(spec)) = %+v, %v; want %+v", again, err, spec)
 	}
-	if got := Encode(Container{Name: "a", Processes: []Process{{Pool: "default"}}}); got != `[{"container":"a","processes":[{"process":"","args":[],"pool":"default","cpus":0}]}]` {
+	if got := Encode(Container{Name: "a",
+		Processes: []Process{{Pool: "default"}}}); got != `[{"container":"a","processes":[{"process":"","args":[],"pool":"default","cpus":0}]}]` {
 		t.Errorf("Encode writes nil args as %s; want []", got)
 	}
 }

@@ -56,7 +56,8 @@ func Check(procs []Process, c Pools) error {
 		return err
 	}
 	if _, milli := Demand(procs); milli > c.MilliCPU {
-		return fmt.Errorf("%w: processes ask for %d millicpu of shared pool %q, the container has %d: lower their cpus in the annotation or raise the container's shared pool request",
+		return fmt.Errorf("%w: processes ask for %d millicpu of shared pool %q, the container has %d: lower their cpus in the "+
+			"annotation or raise the container's shared pool request",
 			ErrNotEnoughCPUs, milli, c.Shared, c.MilliCPU)
 	}
 	return nil
@@ -85,18 +86,21 @@ func fit(procs []Process, n int, shared bool) error {
 	}
 	asked, _ := Demand(procs)
 	if asked > n {
-		return fmt.Errorf("%w: exclusive processes ask for %d CPUs, the container has %d: lower their cpus in the annotation or raise the container's exclusive pool request",
+		return fmt.Errorf("%w: exclusive processes ask for %d CPUs, the container has %d: lower their cpus in the annotation or "+
+			"raise the container's exclusive pool request",
 			ErrNotEnoughCPUs, asked, n)
 	}
 	for i, p := range procs {
 		if p.Type() == allocation.TypeShared && !shared {
-			return fmt.Errorf("%w: process %d (%s) is in shared pool %q, but the container has no shared CPUs: request the pool in the container's resources",
+			return fmt.Errorf("%w: process %d (%s) is in shared pool %q, but the container has no shared CPUs: request the pool in "+
+				"the container's resources",
 				ErrNotEnoughCPUs, i, p.name(), p.Pool)
 		}
 	}
 	for i, p := range procs { // they get the exclusive CPUs no exclusive process took, and the shared ones
 		if p.Type() == allocation.TypeDefault && asked == n && n > 0 && !shared {
-			return fmt.Errorf("%w: process %d (%s) is in default pool %q and gets the exclusive CPUs no exclusive process takes, but exclusive processes take all %d of them and the container has no shared CPUs: leave one CPU or request a shared pool",
+			return fmt.Errorf("%w: process %d (%s) is in default pool %q and gets the exclusive CPUs no exclusive process takes, but "+
+				"exclusive processes take all %d of them and the container has no shared CPUs: leave one CPU or request a shared pool",
 				ErrNotEnoughCPUs, i, p.name(), p.Pool, n)
 		}
 	}

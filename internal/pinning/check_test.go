@@ -25,15 +25,19 @@ func TestCheck(t *testing.T) {
 		{name: "exclusive without the pool", procs: []Process{excl(1)}, pools: Pools{Shared: "shared_a", MilliCPU: 100},
 			want: `process 0 (/bin/e): exclusive pool "exclusive_a" is not the container's: it asks for no exclusive pool in its resources`},
 		{name: "another shared pool", procs: []Process{{Pool: "shared_b", CPUs: 100}}, pools: both,
-			want: `process 0 (the container's command): shared pool "shared_b" is not the container's: it asks for 500 millicpu of shared pool "shared_a"`},
+			want: `process 0 (the container's command): shared pool "shared_b" is not the container's: it asks for 500 millicpu of ` +
+				`shared pool "shared_a"`},
 		{name: "shared without the pool", procs: []Process{excl(1), shared(100)}, pools: Pools{Exclusive: "exclusive_a", CPUs: 2},
 			want: `process 1 (/bin/s): shared pool "shared_a" is not the container's: it asks for no shared pool in its resources`},
 		{name: "more exclusive CPUs", procs: []Process{excl(2), excl(2)}, pools: both,
-			want: `not enough CPUs: exclusive processes ask for 4 CPUs, the container has 3: lower their cpus in the annotation or raise the container's exclusive pool request`},
+			want: `not enough CPUs: exclusive processes ask for 4 CPUs, the container has 3: lower their cpus in the annotation or ` +
+				`raise the container's exclusive pool request`},
 		{name: "more millicpu", procs: []Process{shared(300), shared(300)}, pools: both,
-			want: `not enough CPUs: processes ask for 600 millicpu of shared pool "shared_a", the container has 500: lower their cpus in the annotation or raise the container's shared pool request`},
+			want: `not enough CPUs: processes ask for 600 millicpu of shared pool "shared_a", the container has 500: lower their cpus ` +
+				`in the annotation or raise the container's shared pool request`},
 		{name: "nothing left for default", procs: []Process{excl(2), dflt()}, pools: Pools{Exclusive: "exclusive_a", CPUs: 2},
-			want: `not enough CPUs: process 1 (/bin/d) is in default pool "default" and gets the exclusive CPUs no exclusive process takes, but exclusive processes take all 2 of them and the container has no shared CPUs: leave one CPU or request a shared pool`},
+			want: `not enough CPUs: process 1 (/bin/d) is in default pool "default" and gets the exclusive CPUs no exclusive process ` +
+				`takes, but exclusive processes take all 2 of them and the container has no shared CPUs: leave one CPU or request a shared pool`},
 		{name: "exclusive cpus below 1", procs: []Process{excl(0)}, pools: both,
 			want: `process 0 (/bin/e): exclusive pool "exclusive_a": cpus 0: want at least 1`},
 	} {
@@ -99,7 +103,8 @@ container "ghost": no such container in the pod (it has app, init, side)`
 	if !errors.Is(err, ErrNotEnoughCPUs) {
 		t.Errorf("%v does not wrap ErrNotEnoughCPUs", err)
 	}
-	if err := spec.Check(map[string]Pools{"app": {Exclusive: "exclusive_a", CPUs: 2}, "ghost": {}, "side": {Shared: "shared_a", MilliCPU: 100}}); err != nil {
+	if err := spec.Check(map[string]Pools{"app": {Exclusive: "exclusive_a", CPUs: 2}, "ghost": {}, "side": {Shared: "shared_a",
+		MilliCPU: 100}}); err != nil {
 		t.Errorf("fitting pools: %v", err)
 	}
 }

@@ -35,8 +35,10 @@ func TestPlan(t *testing.T) {
 		{name: "exact fit", procs: []Process{excl(1), excl(3)}, exclusive: "0-3", want: []string{"0", "1-3"}},
 		{name: "shared get the whole shared set", procs: []Process{shared(100), shared(900)}, shared: "6-7", want: []string{"6-7", "6-7"}},
 		{name: "exclusive beside shared", procs: []Process{shared(500), excl(2)}, exclusive: "2-3", shared: "6-7", want: []string{"6-7", "2-3"}},
-		{name: "default gets what is left", procs: []Process{dflt(), excl(1), shared(100)}, exclusive: "2-4", shared: "8", want: []string{"3-4,8", "2", "8"}},
-		{name: "default gets shared when exclusive is all taken", procs: []Process{excl(2), dflt()}, exclusive: "2-3", shared: "8-9", want: []string{"2-3", "8-9"}},
+		{name: "default gets what is left", procs: []Process{dflt(), excl(1), shared(100)}, exclusive: "2-4", shared: "8",
+			want: []string{"3-4,8", "2", "8"}},
+		{name: "default gets shared when exclusive is all taken", procs: []Process{excl(2), dflt()}, exclusive: "2-3", shared: "8-9",
+			want: []string{"2-3", "8-9"}},
 		{name: "default in a default-pool container is not pinned", procs: []Process{dflt(), dflt()}, want: []string{"", ""}},
 		{name: "no process", procs: nil, exclusive: "1", want: []string{}},
 	} {
@@ -66,7 +68,8 @@ func TestPlanRefuses(t *testing.T) {
 	}{
 		{
 			name: "more exclusive CPUs than allocated", procs: []Process{excl(2), excl(2)}, exclusive: "2-4",
-			want: `not enough CPUs: exclusive processes ask for 4 CPUs, the container has 3: lower their cpus in the annotation or raise the container's exclusive pool request`,
+			want: `not enough CPUs: exclusive processes ask for 4 CPUs, the container has 3: lower their cpus in the annotation or ` +
+				`raise the container's exclusive pool request`,
 		},
 		{
 			name: "exclusive in a container without exclusive CPUs", procs: []Process{excl(1)}, shared: "5",
@@ -74,11 +77,14 @@ func TestPlanRefuses(t *testing.T) {
 		},
 		{
 			name: "shared without shared CPUs", procs: []Process{excl(1), shared(200)}, exclusive: "1",
-			want: `not enough CPUs: process 1 (/bin/s) is in shared pool "shared_a", but the container has no shared CPUs: request the pool in the container's resources`,
+			want: `not enough CPUs: process 1 (/bin/s) is in shared pool "shared_a", but the container has no shared CPUs: request ` +
+				`the pool in the container's resources`,
 		},
 		{
 			name: "default with nothing left", procs: []Process{excl(2), {Pool: "default"}}, exclusive: "0-1",
-			want: `not enough CPUs: process 1 (the container's command) is in default pool "default" and gets the exclusive CPUs no exclusive process takes, but exclusive processes take all 2 of them and the container has no shared CPUs: leave one CPU or request a shared pool`,
+			want: `not enough CPUs: process 1 (the container's command) is in default pool "default" and gets the exclusive CPUs no ` +
+				`exclusive process takes, but exclusive processes take all 2 of them and the container has no shared CPUs: leave one CPU ` +
+				`or request a shared pool`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -117,9 +117,10 @@ func TestStart(t *testing.T) {
 			want:    []string{`pin 0 8-9`, `exec /app ["--serve" "--extra"]`, restored},
 		},
 		{
-			name:    "default-pool container: not pinned",
-			environ: environ(`[{"container": "app", "processes": [{"process": "/bin/a", "pool": "default"}, {"process": "/bin/b", "pool": "default"}]}]`),
-			want:    []string{`start /bin/a []`, `exec /bin/b []`},
+			name: "default-pool container: not pinned",
+			environ: environ(`[{"container": "app", "processes": [{"process": "/bin/a", "pool": "default"}, {"process": "/bin/b", ` +
+				`"pool": "default"}]}]`),
+			want: []string{`start /bin/a []`, `exec /bin/b []`},
 		},
 		{
 			name:    "more CPUs asked than allocated: nothing starts",
@@ -137,8 +138,9 @@ func TestStart(t *testing.T) {
 			name:     "the exec fails: the started ones are killed",
 			environ:  environ(twoExclusiveAndDefault, "EXCLUSIVE_CPUS=2-5"),
 			failExec: true,
-			want:     []string{`pin 0 2-3`, `start /bin/a ["-x"]`, restored, `pin 0 4`, `start /bin/b []`, restored, `pin 0 5`, `exec /bin/c ["1" "2"]`, restored, `kill 101`, `kill 102`},
-			wantErr:  `container "app": process 2 (/bin/c): exec format error`,
+			want: []string{`pin 0 2-3`, `start /bin/a ["-x"]`, restored, `pin 0 4`, `start /bin/b []`, restored, `pin 0 5`,
+				`exec /bin/c ["1" "2"]`, restored, `kill 101`, `kill 102`},
+			wantErr: `container "app": process 2 (/bin/c): exec format error`,
 		},
 		{
 			name:    "pinning fails: the process does not start",
@@ -186,7 +188,8 @@ func TestStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &recorder{}
-			s := Starter{Affinity: fakeAffinity{r: r, fail: tc.failPin, failGet: tc.failGet}, Execer: fakeExecer{r: r, failStart: tc.failStart, failExec: tc.failExec}}
+			s := Starter{Affinity: fakeAffinity{r: r, fail: tc.failPin, failGet: tc.failGet}, Execer: fakeExecer{r: r,
+				failStart: tc.failStart, failExec: tc.failExec}}
 			err := s.Start(tc.environ, tc.command)
 			if tc.wantErr == "" && err != nil {
 				t.Fatal(err)

@@ -63,7 +63,8 @@ func Wrap(binaryHostPath, container string, args []string, procs []Process) (Wra
 	case len(procs) == 0:
 		return Wrapping{}, fmt.Errorf("wrap container %q: no process to start", container)
 	case procs[len(procs)-1].Path == "" && (len(args) == 0 || args[0] == ""):
-		return Wrapping{}, fmt.Errorf(`wrap container %q: the last process names no "process" and the container has no command to run instead`, container)
+		return Wrapping{}, fmt.Errorf(`wrap container %q: the last process names no "process" and the container has no command to `+
+			`run instead`, container)
 	}
 	return Wrapping{
 		Mount: Mount{

@@ -23,7 +23,8 @@ func TestWrap(t *testing.T) {
 		},
 		Args: []string{"/.podfence/podfence", "start", "--", "/app", "--serve"},
 		Env: []EnvVar{
-			{Name: "PODFENCE_PINNING", Value: `[{"container":"app","processes":[{"process":"/bin/dp","args":["-c","1"],"pool":"exclusive_a","cpus":1},{"process":"","args":["--extra"],"pool":"exclusive_a","cpus":1}]}]`},
+			{Name: "PODFENCE_PINNING",
+				Value: `[{"container":"app","processes":[{"process":"/bin/dp","args":["-c","1"],"pool":"exclusive_a","cpus":1},{"process":"","args":["--extra"],"pool":"exclusive_a","cpus":1}]}]`},
 			{Name: "PODFENCE_CONTAINER", Value: "app"},
 		},
 	}
@@ -40,7 +41,8 @@ func TestWrapRefuses(t *testing.T) {
 		procs                   []Process
 		want                    string
 	}{
-		{name: "relative binary", binary: "podfence", container: "a", procs: last, want: `podfence binary "podfence": want an absolute host path`},
+		{name: "relative binary", binary: "podfence", container: "a", procs: last,
+			want: `podfence binary "podfence": want an absolute host path`},
 		{name: "no container", binary: "/p", procs: last, want: `wrap: container name is empty`},
 		{name: "no process", binary: "/p", container: "a", want: `wrap container "a": no process to start`},
 		{

@@ -28,7 +28,8 @@ func (m *Manager) groupOf(pod *api.PodSandbox) (coresched.Group, error) {
 // CreateContainer refuses a container whose pod explicitly asks for core scheduling
 // (a group, exclusive, or a label podfence cannot read) when this node cannot give it a
 // cookie and the policy is strict. It changes nothing in the container.
-func (m *Manager) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, _ plan.Decision) (*api.ContainerAdjustment, error) {
+func (m *Manager) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container,
+	_ plan.Decision) (*api.ContainerAdjustment, error) {
 	g, gerr := m.groupOf(pod)
 	m.mu.Lock()
 	why := m.unusable

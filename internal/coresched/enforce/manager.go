@@ -94,7 +94,8 @@ func New(cfg Config, k Kernel, reg prometheus.Registerer, log *slog.Logger) (*Ma
 	m.setUnusable(err)
 	if err != nil {
 		log.Warn("core scheduling unavailable: containers run without cookies", "reason", err,
-			"policy", cfg.Policy, "explicitGroups", map[coresched.Policy]string{coresched.Strict: "refused", coresched.BestEffort: "reported"}[cfg.Policy])
+			"policy", cfg.Policy, "explicitGroups", map[coresched.Policy]string{coresched.Strict: "refused",
+				coresched.BestEffort: "reported"}[cfg.Policy])
 	} else {
 		log.Info("core scheduling on", "policy", cfg.Policy, "defaultGroup", cfg.DefaultGroup, "cgroups", cg.String(),
 			"reconcileEvery", cfg.ReconcileEvery)

@@ -66,7 +66,8 @@ func TestCreateContainerPolicy(t *testing.T) {
 			if adj != nil {
 				t.Errorf("adjustment %v: want none", adj)
 			}
-			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.err) && !strings.Contains(err.Error(), tc.err)) {
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(),
+				tc.err) && !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("err = %v\nwant %q", err, tc.err)
 			}
 			if calls := n.takeCalls(); len(calls) != 0 {

@@ -236,7 +236,8 @@ func reconcileCatches(t *testing.T, m *Manager, path string, want kernel.Cookie,
 // restart runs a second manager over the live tasks after giving one member (conflict) a
 // cookie of its own: healthy members are only read, and the conflict converges to its
 // group's majority cookie.
-func restart(t *testing.T, pods []*api.PodSandbox, ctrs []*api.Container, healthy map[int]kernel.Cookie, conflict int, groupCookie kernel.Cookie) *Manager {
+func restart(t *testing.T, pods []*api.PodSandbox, ctrs []*api.Container, healthy map[int]kernel.Cookie, conflict int,
+	groupCookie kernel.Cookie) *Manager {
 	must(t, kernel.Prctl{}.Create(conflict, kernel.Process))
 	k := &counting{Kernel: kernel.Prctl{}}
 	m, err := New(Config{ReconcileEvery: time.Hour}, k, prometheus.NewRegistry(), logger(t))

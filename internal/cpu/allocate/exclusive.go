@@ -24,7 +24,8 @@ type InsufficientError struct {
 
 func (e *InsufficientError) Error() string {
 	if e.NeedCores > 0 {
-		return fmt.Sprintf("not enough whole free cores: requested=%d CPUs needs %d whole cores (singleThreaded), whole free cores=%d, free CPUs=%d",
+		return fmt.Sprintf("not enough whole free cores: requested=%d CPUs needs %d whole cores (singleThreaded), whole free "+
+			"cores=%d, free CPUs=%d",
 			e.Requested, e.NeedCores, e.WholeCores, e.Free)
 	}
 	return fmt.Sprintf("not enough free CPUs: requested=%d, free=%d", e.Requested, e.Free)

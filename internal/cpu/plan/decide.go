@@ -99,7 +99,8 @@ func (n *Node) allocation(s *Ledger, c Container) (allocation.Allocation, error)
 					pools.ResourceName(name), q.String(), name, p.CPUs.Size())
 			}
 			if q.MilliValue()%1000 != 0 || q.Sign() <= 0 {
-				return a, refuse(CodeFractionalExclusive, "exclusive pool %q counts whole CPUs: %s=%s is not a whole number above 0 (ask for 1, 2, ...)",
+				return a, refuse(CodeFractionalExclusive,
+					"exclusive pool %q counts whole CPUs: %s=%s is not a whole number above 0 (ask for 1, 2, ...)",
 					name, pools.ResourceName(name), q.String())
 			}
 			a.Pool, a.Type, excl = name, allocation.TypeExclusive, q.Value()

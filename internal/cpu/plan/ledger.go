@@ -55,7 +55,8 @@ func (s *Ledger) Add(a allocation.Allocation) error {
 	if a.Type == allocation.TypeExclusive {
 		free, ok := s.free[a.Pool]
 		if !ok {
-			return fmt.Errorf("pool %q is not an exclusive pool of this node (exclusive pools: %v)", a.Pool, s.node.poolNames(allocation.TypeExclusive))
+			return fmt.Errorf("pool %q is not an exclusive pool of this node (exclusive pools: %v)", a.Pool,
+				s.node.poolNames(allocation.TypeExclusive))
 		}
 		// CPUs gone offline since the allocation stay held (they are in no free set).
 		pool := s.node.index[a.Pool].Pool()
@@ -66,7 +67,8 @@ func (s *Ledger) Add(a allocation.Allocation) error {
 		}
 		held = held.Intersection(pool)
 		if !held.IsSubsetOf(free) {
-			return fmt.Errorf("CPUs %s of pool %q are held by another container (%s)", held.Difference(free), a.Pool, s.holders(held.Difference(free)))
+			return fmt.Errorf("CPUs %s of pool %q are held by another container (%s)", held.Difference(free), a.Pool,
+				s.holders(held.Difference(free)))
 		}
 		s.free[a.Pool] = free.Difference(held)
 	}
@@ -172,7 +174,8 @@ func (n *Node) checkFields(a allocation.Allocation) error {
 		return nil
 	case allocation.TypeShared:
 		if a.MilliCPU == 0 || a.Pool != a.SharedPool {
-			return fmt.Errorf("shared allocation in pool %q: want milliCPU above 0 and sharedPool %q (got %d, %q)", a.Pool, a.Pool, a.MilliCPU, a.SharedPool)
+			return fmt.Errorf("shared allocation in pool %q: want milliCPU above 0 and sharedPool %q (got %d, %q)", a.Pool, a.Pool,
+				a.MilliCPU, a.SharedPool)
 		}
 	case allocation.TypeDefault:
 		if a.Pool != n.Pools.Default.Name {

@@ -123,19 +123,25 @@ func TestPlanRefusals(t *testing.T) {
 		reason string
 	}{
 		{name: "unknown pool", c: ctr("x", req("exclusive_nope", "1")), code: CodeUnknownPool,
-			reason: `pool "exclusive_nope" (resource podfence.io/exclusive_nope) does not exist on this node; its pools are [default exclusive_m exclusive_st shared_s]`},
+			reason: `pool "exclusive_nope" (resource podfence.io/exclusive_nope) does not exist on this node; its pools are [default ` +
+				`exclusive_m exclusive_st shared_s]`},
 		{name: "fractional exclusive", c: ctr("x", req("exclusive_m", "1500m")), code: CodeFractionalExclusive,
-			reason: `exclusive pool "exclusive_m" counts whole CPUs: podfence.io/exclusive_m=1500m is not a whole number above 0 (ask for 1, 2, ...)`},
-		{name: "not enough CPUs", before: []Container{ctr("a", req("exclusive_m", "6"))}, c: ctr("x", req("exclusive_m", "3")), code: CodeNotEnoughCPUs,
+			reason: `exclusive pool "exclusive_m" counts whole CPUs: podfence.io/exclusive_m=1500m is not a whole number above 0 (ask ` +
+				`for 1, 2, ...)`},
+		{name: "not enough CPUs", before: []Container{ctr("a", req("exclusive_m", "6"))}, c: ctr("x", req("exclusive_m", "3")),
+			code:   CodeNotEnoughCPUs,
 			reason: `exclusive pool "exclusive_m": not enough free CPUs: requested=3, free=2`},
 		{name: "singleThreaded lacks whole cores", c: ctr("x", req("exclusive_st", "3")), code: CodeNotEnoughCPUs,
-			reason: `exclusive pool "exclusive_st": not enough whole free cores: requested=3 CPUs needs 3 whole cores (singleThreaded), whole free cores=2, free CPUs=4`},
+			reason: `exclusive pool "exclusive_st": not enough whole free cores: requested=3 CPUs needs 3 whole cores ` +
+				`(singleThreaded), whole free cores=2, free CPUs=4`},
 		{name: "shared larger than the pool", c: ctr("x", req("shared_s", "2500")), code: CodeSharedTooLarge,
 			reason: `asks 2500 millicpu of shared pool "shared_s", which has 2 CPUs (2000 millicpu)`},
-		{name: "shared pool full", before: []Container{ctr("a", req("shared_s", "1500"))}, c: ctr("x", req("shared_s", "600")), code: CodeNotEnoughShared,
+		{name: "shared pool full", before: []Container{ctr("a", req("shared_s", "1500"))}, c: ctr("x", req("shared_s", "600")),
+			code:   CodeNotEnoughShared,
 			reason: `asks 600 millicpu of shared pool "shared_s": requested=600, free=500 of 2000`},
 		{name: "shared in fractions of a device", c: ctr("x", req("shared_s", "500m")), code: CodeInvalidRequest,
-			reason: `shared pool "shared_s" counts millicpu as a whole number: podfence.io/shared_s=0.5 is not one above 0 (ask 500 for half a CPU)`},
+			reason: `shared pool "shared_s" counts millicpu as a whole number: podfence.io/shared_s=0.5 is not one above 0 (ask 500 ` +
+				`for half a CPU)`},
 		{name: "two exclusive pools", c: ctr("x", req("exclusive_m", "1", "exclusive_st", "1")), code: CodeInvalidRequest,
 			reason: `asks for two exclusive pools ("exclusive_m" and "exclusive_st"): a container may use one`},
 		{name: "given CPUs outside the pool", c: given(ctr("x", req("exclusive_m", "2")), 6, 14), code: CodeCPUsUnavailable,
@@ -200,10 +206,12 @@ func TestRestore(t *testing.T) {
 	}{
 		{name: "valid", allocs: []allocation.Allocation{alloc("exclusive_m", "exclusive", "2,10"), alloc("exclusive_m", "exclusive", "3")}},
 		{name: "pool gone", allocs: []allocation.Allocation{alloc("exclusive_old", "exclusive", "2")},
-			err: `restore allocation of u-2/c: pool "exclusive_old" is not an exclusive pool of this node (exclusive pools: [exclusive_m exclusive_st])`},
+			err: `restore allocation of u-2/c: pool "exclusive_old" is not an exclusive pool of this node (exclusive pools: ` +
+				`[exclusive_m exclusive_st])`},
 		{name: "CPU moved out of the pool", allocs: []allocation.Allocation{alloc("exclusive_m", "exclusive", "1-2")},
 			err: `restore allocation of u-1-2/c: CPUs 1-2 are not all in pool "exclusive_m" (2-5,10-13)`},
-		{name: "CPU held twice", allocs: []allocation.Allocation{alloc("exclusive_m", "exclusive", "2"), alloc("exclusive_m", "exclusive", "2-3")},
+		{name: "CPU held twice", allocs: []allocation.Allocation{alloc("exclusive_m", "exclusive", "2"), alloc("exclusive_m",
+			"exclusive", "2-3")},
 			err: `restore allocation of u-2-3/c: CPUs 2 of pool "exclusive_m" are held by another container ([/c])`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

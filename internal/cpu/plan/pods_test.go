@@ -29,12 +29,14 @@ func TestContainerRequests(t *testing.T) {
 		{name: "CPU-Pooler domain", resources: `{limits: {nokia.k8s.io/exclusive_m: "1"}}`, want: "exclusive_m=1"},
 		{name: "other resources ignored", resources: `{limits: {cpu: "2", memory: 1Gi, example.com/gpu: "1"}}`, want: ""},
 		{name: "requests differ from limits", resources: `{limits: {podfence.io/exclusive_m: "2"}, requests: {podfence.io/exclusive_m: "1"}}`,
-			err: `container "c": resource podfence.io/exclusive_m: requests 1 differ from limits 2: extended resources need requests equal to limits`},
+			err: `container "c": resource podfence.io/exclusive_m: requests 1 differ from limits 2: extended resources need requests ` +
+				`equal to limits`},
 		{name: "one pool under two domains", resources: `{limits: {podfence.io/exclusive_m: "2", nokia.k8s.io/exclusive_m: "1"}}`,
 			err: `pool "exclusive_m" is requested twice under different domains`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := pods(t, fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: %s\n", tc.resources))
+			p := pods(t, fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    "+
+				"resources: %s\n", tc.resources))
 			got, err := ContainerRequests(p[0])
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {

@@ -73,7 +73,8 @@ func requestOf(c corev1.Container) (Request, error) {
 		q := lim
 		switch {
 		case hasLim && hasReq && lim.Cmp(req) != 0:
-			return nil, fmt.Errorf("resource %s: requests %s differ from limits %s: extended resources need requests equal to limits", n, req.String(), lim.String())
+			return nil, fmt.Errorf("resource %s: requests %s differ from limits %s: extended resources need requests equal to limits", n,
+				req.String(), lim.String())
 		case !hasLim:
 			q = req
 		}

@@ -118,8 +118,10 @@ func TestLoadErrors(t *testing.T) {
 			})
 			return dir
 		},
-		want: `DIR/poolconfig-a.yaml: pool "shared_a": cpus "4-7": CPUs 4-5 are also in pool "exclusive_a" (a CPU belongs to at most one pool)` + "\n" +
-			`DIR/poolconfig-c.yaml: pool "default": hyperThreadingPolicy "no": unknown policy (allowed: singleThreaded, multiThreaded; unset means singleThreaded)`,
+		want: `DIR/poolconfig-a.yaml: pool "shared_a": cpus "4-7": CPUs 4-5 are also in pool "exclusive_a" (a CPU belongs to at ` +
+			`most one pool)` + "\n" +
+			`DIR/poolconfig-c.yaml: pool "default": hyperThreadingPolicy "no": unknown policy (allowed: singleThreaded, ` +
+			`multiThreaded; unset means singleThreaded)`,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -112,27 +112,38 @@ func TestParseErrors(t *testing.T) {
 		{name: "one CPU in two pools", yaml: `pools: {default: {cpus: 0-2}, exclusive_a: {cpus: 2-5}}`,
 			want: `pool "exclusive_a": cpus "2-5": CPU 2 is also in pool "default" (a CPU belongs to at most one pool)`},
 		{name: "two shared pools", yaml: `pools: {shared_a: {cpus: 1}, shared_b: {cpus: 2}}`,
-			want: `pool "shared_b": more than one shared pool (also "shared_a"): a node has at most one; pool names that start with "shared" make shared pools`},
+			want: `pool "shared_b": more than one shared pool (also "shared_a"): a node has at most one; pool names that start with ` +
+				`"shared" make shared pools`},
 		{name: "two default-type pools", yaml: `pools: {default: {cpus: 0}, reserved: {cpus: 1}}`,
-			want: `pool "reserved": more than one default-type pool (also "default"): a node has at most one; pool names that start with neither "exclusive" nor "shared" make default-type pools`},
+			want: `pool "reserved": more than one default-type pool (also "default"): a node has at most one; pool names that start ` +
+				`with neither "exclusive" nor "shared" make default-type pools`},
 
 		// Fields and names.
 		{name: "unknown hyperThreadingPolicy", yaml: `pools: {exclusive_a: {cpus: 1, hyperThreadingPolicy: single}}`,
-			want: `pool "exclusive_a": hyperThreadingPolicy "single": unknown policy (allowed: singleThreaded, multiThreaded; unset means singleThreaded)`},
+			want: `pool "exclusive_a": hyperThreadingPolicy "single": unknown policy (allowed: singleThreaded, multiThreaded; unset ` +
+				`means singleThreaded)`},
 		{name: "policy is case-sensitive", yaml: `pools: {exclusive_a: {cpus: 1, hyperThreadingPolicy: SingleThreaded}}`,
-			want: `pool "exclusive_a": hyperThreadingPolicy "SingleThreaded": unknown policy (allowed: singleThreaded, multiThreaded; unset means singleThreaded)`},
+			want: `pool "exclusive_a": hyperThreadingPolicy "SingleThreaded": unknown policy (allowed: singleThreaded, multiThreaded; ` +
+				`unset means singleThreaded)`},
 		{name: "pool name with a space", yaml: `pools: {"exclusive a": {cpus: 1}}`,
-			want: `pool name "exclusive a": has the character ' ' (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters, so that podfence.io/<pool> is a valid extended resource name)`},
+			want: `pool name "exclusive a": has the character ' ' (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 ` +
+				`characters, so that podfence.io/<pool> is a valid extended resource name)`},
 		{name: "pool name with a slash", yaml: `pools: {"nokia.k8s.io/exclusive_a": {cpus: 1}}`,
-			want: `pool name "nokia.k8s.io/exclusive_a": has the character '/' (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters, so that podfence.io/<pool> is a valid extended resource name)`},
+			want: `pool name "nokia.k8s.io/exclusive_a": has the character '/' (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at ` +
+				`most 63 characters, so that podfence.io/<pool> is a valid extended resource name)`},
 		{name: "pool name ending in a dash", yaml: `pools: {exclusive-: {cpus: 1}}`,
-			want: `pool name "exclusive-": must start and end with a letter or digit (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters, so that podfence.io/<pool> is a valid extended resource name)`},
+			want: `pool name "exclusive-": must start and end with a letter or digit (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, ` +
+				`at most 63 characters, so that podfence.io/<pool> is a valid extended resource name)`},
 		{name: "empty pool name", yaml: `pools: {"": {cpus: 1}}`,
-			want: `pool name: is empty (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters, so that podfence.io/<pool> is a valid extended resource name)`},
+			want: `pool name: is empty (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters, so that ` +
+				`podfence.io/<pool> is a valid extended resource name)`},
 		{name: "null pool name", yaml: `pools: {~: {cpus: 1}}`,
-			want: `pool name: is empty (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters, so that podfence.io/<pool> is a valid extended resource name)`},
+			want: `pool name: is empty (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters, so that ` +
+				`podfence.io/<pool> is a valid extended resource name)`},
 		{name: "pool name too long", yaml: "pools: {exclusive_" + strings.Repeat("x", 54) + ": {cpus: 1}}",
-			want: `pool name "exclusive_` + strings.Repeat("x", 54) + `": is 64 characters long (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters, so that podfence.io/<pool> is a valid extended resource name)`},
+			want: `pool name "exclusive_` + strings.Repeat("x",
+				54) + `": is 64 characters long (want [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters, so that ` +
+				`podfence.io/<pool> is a valid extended resource name)`},
 		{name: "no pools: empty file", yaml: "",
 			want: `pools: no pools defined (want at least one, such as pools: {default: {cpus: "0-1"}})`},
 		{name: "no pools: empty mapping", yaml: "pools: {}\nnodeSelector: {nodeType: caas}",
@@ -141,7 +152,8 @@ func TestParseErrors(t *testing.T) {
 			want: `pool "exclusive_a": cpu: unknown field (allowed: cpus, hyperThreadingPolicy)` + "\n" +
 				src + `pool "exclusive_a": cpus: no CPUs (cpus is empty or missing; want a CPU list such as "2-5,8")`},
 		{name: "unquoted CPU list with commas in a flow mapping", yaml: `pools: {shared_a: {cpus: 0-3,8}}`,
-			want: `pool "shared_a": 8: unknown field (allowed: cpus, hyperThreadingPolicy); in {...} a CPU list with commas must be quoted, as in {cpus: "0-3,8"}`},
+			want: `pool "shared_a": 8: unknown field (allowed: cpus, hyperThreadingPolicy); in {...} a CPU list with commas must be ` +
+				`quoted, as in {cpus: "0-3,8"}`},
 		{name: "unknown top-level field", yaml: "pools: {default: {cpus: 0}}\nnodeselector: {a: b}",
 			want: `nodeselector: unknown field (allowed: pools, nodeSelector)`},
 
@@ -155,13 +167,15 @@ func TestParseErrors(t *testing.T) {
 		{name: "pools is a list", yaml: "pools: [default]",
 			want: `does not match the pool config format: line 1: cannot unmarshal a list into pools (a mapping of pool names to pools)`},
 		{name: "pool is a string", yaml: "pools: {default: 0-1}",
-			want: "does not match the pool config format: line 1: cannot unmarshal a string `0-1` into a pool (a mapping with cpus and hyperThreadingPolicy)"},
+			want: "does not match the pool config format: line 1: cannot unmarshal a string `0-1` into a pool (a mapping with cpus " +
+				"and hyperThreadingPolicy)"},
 		{name: "cpus is a list", yaml: "pools: {default: {cpus: [0, 1]}}",
 			want: `does not match the pool config format: line 1: cannot unmarshal a list into a string`},
 		{name: "nodeSelector is a list", yaml: "pools: {default: {cpus: 0}}\nnodeSelector: [a]",
 			want: `does not match the pool config format: line 2: cannot unmarshal a list into nodeSelector (a mapping of node labels to values)`},
 		{name: "the document is a list", yaml: "- pools: {}",
-			want: `does not match the pool config format: line 1: cannot unmarshal a list into a pool config (a mapping with pools and nodeSelector)`},
+			want: `does not match the pool config format: line 1: cannot unmarshal a list into a pool config (a mapping with pools ` +
+				`and nodeSelector)`},
 		{name: "two documents", yaml: "pools: {default: {cpus: 0}}\n---\npools: {default: {cpus: 1}}\n",
 			want: `holds more than one YAML document (want one pool config per file)`},
 		{name: "bad second document", yaml: "pools: {default: {cpus: 0}}\n---\npools: {\n",

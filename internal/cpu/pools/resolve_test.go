@@ -60,7 +60,8 @@ func TestResolve(t *testing.T) {
 			"exclusive_caas exclusive 2-5 singleThreaded\n" + "shared_caas shared 6-7 singleThreaded\n",
 		wantDefault: "default 0-1,8-47", wantUnpooled: "8-47",
 		wantWarnings: `CPUs 8-47 are in no pool: they join the default pool "default"` + "\n" +
-			`pool "exclusive_caas": CPUs 2-5 share physical cores with their SMT siblings 26-29 in pool "default", so its containers are not alone on their cores; give exclusive pools whole cores`,
+			`pool "exclusive_caas": CPUs 2-5 share physical cores with their SMT siblings 26-29 in pool "default", so its containers ` +
+			`are not alone on their cores; give exclusive pools whole cores`,
 	}, {
 		name: "no default pool declared, whole cores",
 		yaml: string(dpdk), topo: newTopo(t, 24, 2, ""),
@@ -85,15 +86,18 @@ func TestResolve(t *testing.T) {
 		wantPools: "default default 2-3,5-7 singleThreaded\n" + "exclusive_a exclusive 0-1 singleThreaded\n" +
 			"shared_a shared 4 singleThreaded\n",
 		wantDefault: "default 2-3,5-7", wantUnpooled: "",
-		wantWarnings: `pool "exclusive_a": CPU 1 shares a physical core with its SMT sibling 5 in pool "default", so its containers are not alone on their cores; give exclusive pools whole cores` + "\n" +
-			`pool "exclusive_a": CPU 0 shares a physical core with its SMT sibling 4 in pool "shared_a", so its containers are not alone on their cores; give exclusive pools whole cores`,
+		wantWarnings: `pool "exclusive_a": CPU 1 shares a physical core with its SMT sibling 5 in pool "default", so its ` +
+			`containers are not alone on their cores; give exclusive pools whole cores` + "\n" +
+			`pool "exclusive_a": CPU 0 shares a physical core with its SMT sibling 4 in pool "shared_a", so its containers are not ` +
+			`alone on their cores; give exclusive pools whole cores`,
 	}, {
 		name: "SMT4: one thread of a core",
 		yaml: "pools: {exclusive_a: {cpus: 0}}", topo: newTopo(t, 2, 4, ""),
 		wantPools:   "default default 1-7 singleThreaded\n" + "exclusive_a exclusive 0 singleThreaded\n",
 		wantDefault: "default 1-7", wantUnpooled: "1-7",
 		wantWarnings: `CPUs 1-7 are in no pool: they join the default pool "default"` + "\n" +
-			`pool "exclusive_a": CPU 0 shares a physical core with its SMT siblings 2,4,6 in pool "default", so its containers are not alone on their cores; give exclusive pools whole cores`,
+			`pool "exclusive_a": CPU 0 shares a physical core with its SMT siblings 2,4,6 in pool "default", so its containers are ` +
+			`not alone on their cores; give exclusive pools whole cores`,
 	}, {
 		name: "offline pool CPUs: the pool runs degraded on its online ones",
 		yaml: `pools: {default: {cpus: 0-1}, exclusive_a: {cpus: "2-5"}, shared_s: {cpus: "6-7"}}`, topo: newTopo(t, 8, 1, "5-7"),
@@ -155,10 +159,12 @@ func TestResolveErrors(t *testing.T) {
 		topo: newTopo(t, 4, 2, "4-5"),
 		want: `pool "exclusive_a": cpus "4-9": CPUs 8-9 are not present on this node (present CPUs: 0-7)`,
 	}, {
-		name: "no CPU left for the default pool", cfg: mustParse(t, "poolconfig-a.yaml", `pools: {exclusive_a: {cpus: 0-5}, shared_a: {cpus: 6-7}}`),
+		name: "no CPU left for the default pool", cfg: mustParse(t, "poolconfig-a.yaml",
+			`pools: {exclusive_a: {cpus: 0-5}, shared_a: {cpus: 6-7}}`),
 		topo: newTopo(t, 4, 2, ""),
 		want: `pools: no CPU is left for the default pool: every online CPU (0-7) is in an exclusive or shared pool, ` +
-			`but pod sandboxes and containers that ask for no pool need CPUs to run on; add a pool named "default" or leave some CPUs out of the other pools`,
+			`but pod sandboxes and containers that ask for no pool need CPUs to run on; add a pool named "default" or leave some CPUs ` +
+			`out of the other pools`,
 	}, {
 		name: "config built by hand is validated", topo: newTopo(t, 4, 2, ""),
 		cfg:  &Config{Source: "poolconfig-a.yaml", Pools: []Pool{{Name: "default", Type: allocation.TypeDefault, CPUs: cpuset.New(0)}}},
@@ -204,11 +210,14 @@ func TestSelect(t *testing.T) {
 		{name: "empty selector matches any node", configs: []*Config{all}, labels: node, want: "poolconfig-c.yaml"},
 		{name: "empty selector matches a node without labels", configs: []*Config{all}, want: "poolconfig-c.yaml"},
 		{name: "no match", configs: []*Config{a, b}, labels: map[string]string{"nodeType": "dpdk", "zone": "2"},
-			want: "no pool config matches this node (node labels: nodeType=dpdk, zone=2): poolconfig-a.yaml wants nodeType=caas; poolconfig-b.yaml wants nodeType=dpdk, zone=1"},
+			want: "no pool config matches this node (node labels: nodeType=dpdk, zone=2): poolconfig-a.yaml wants nodeType=caas; " +
+				"poolconfig-b.yaml wants nodeType=dpdk, zone=1"},
 		{name: "no match, labels unset", configs: []*Config{a, b},
-			want: "no pool config matches this node (node labels: nodeType unset, zone unset): poolconfig-a.yaml wants nodeType=caas; poolconfig-b.yaml wants nodeType=dpdk, zone=1"},
+			want: "no pool config matches this node (node labels: nodeType unset, zone unset): poolconfig-a.yaml wants nodeType=caas; " +
+				"poolconfig-b.yaml wants nodeType=dpdk, zone=1"},
 		{name: "two match", configs: []*Config{a, b, all}, labels: node,
-			want: "more than one pool config matches this node: poolconfig-b.yaml, poolconfig-c.yaml (give them nodeSelectors that match different nodes)"},
+			want: "more than one pool config matches this node: poolconfig-b.yaml, poolconfig-c.yaml (give them nodeSelectors that " +
+				"match different nodes)"},
 		{name: "no configs", labels: node, want: "no pool configs to select from"},
 	}
 	for _, tt := range tests {

@@ -51,7 +51,8 @@ func TestParseCPUListErrors(t *testing.T) {
 		{name: "above the largest ID", in: "0-8192",
 			want: `cpu list "0-8192": entry "0-8192": CPU 8192 is above the largest CPU ID allowed (8191)`},
 		{name: "beyond int", in: "99999999999999999999",
-			want: `cpu list "99999999999999999999": entry "99999999999999999999": CPU 99999999999999999999 is above the largest CPU ID allowed (8191)`},
+			want: `cpu list "99999999999999999999": entry "99999999999999999999": CPU 99999999999999999999 is above the largest CPU ` +
+				`ID allowed (8191)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := topology.ParseCPUList(tc.in)

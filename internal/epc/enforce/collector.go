@@ -27,7 +27,8 @@ var (
 	descCtrEvents = prometheus.NewDesc("podfence_epc_container_max_events_total",
 		"Times the container's SGX EPC use was about to go over its cap (sgx_epc.max in its misc.events).", ctrLabels, nil)
 	descUnenforced = prometheus.NewDesc("podfence_epc_unenforced_containers",
-		"Containers whose SGX EPC limit annotation is not in force (best-effort policy on a node without support, or a cap found missing).", nil, nil)
+		"Containers whose SGX EPC limit annotation is not in force (best-effort policy on a node without support, or a cap found "+
+			"missing).", nil, nil)
 	descRefused = prometheus.NewDesc("podfence_epc_refused_containers_total",
 		"Containers refused at creation for their SGX EPC limit, by reason: annotation, unsupported, conflict, cgroup.", []string{"reason"}, nil)
 	descReadErrors = prometheus.NewDesc("podfence_epc_read_errors_total",

@@ -123,7 +123,8 @@ func (x *Extension) Capability() Capability { return x.cap }
 
 // CreateContainer applies the container's limit: a unified misc.max (cgroup v2) or a write
 // to its misc cgroup (v1). An error refuses the container.
-func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, _ plan.Decision) (*api.ContainerAdjustment, error) {
+func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container,
+	_ plan.Decision) (*api.ContainerAdjustment, error) {
 	limit, key, err := epc.Resolve(pod.GetAnnotations(), ctr.GetName())
 	if err != nil {
 		return nil, x.refuse("annotation", err)

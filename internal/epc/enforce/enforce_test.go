@@ -25,7 +25,8 @@ const (
 var ctx = context.Background()
 
 func TestCreateContainer(t *testing.T) {
-	const unsupported = "epc: SGX EPC limit 1048576 bytes (annotation epc-limit.nri.io/container.app): the kernel lacks SGX EPC cgroup support: "
+	const unsupported = "epc: SGX EPC limit 1048576 bytes (annotation epc-limit.nri.io/container.app): the kernel lacks SGX EPC " +
+		"cgroup support: "
 	mainline := func(root string) {
 		for _, f := range []string{root + "/misc.capacity", root + "/misc/misc.capacity"} {
 			if _, err := os.Stat(f); err == nil {
@@ -58,9 +59,11 @@ func TestCreateContainer(t *testing.T) {
 		{name: "strict on a mainline kernel", layout: "v2", edit: mainline, annotations: map[string]string{limit1M: "1Mi"},
 			wantErr: unsupported + "<root>/misc.capacity lists no sgx_epc (it lists sev); it needs a kernel whose misc cgroup " +
 				"controller lists sgx_epc in misc.capacity (or the agent's EPC policy best-effort, which runs the container without the cap)"},
-		{name: "strict without misc", layout: "v1", edit: func(root string) { os.RemoveAll(root + "/misc") }, annotations: map[string]string{limit1M: "1Mi"},
-			wantErr: unsupported + "no misc controller at <root> (cgroup v1; available: cpu cpuacct cpuset memory pids)"},
-		{name: "best effort on a mainline kernel", layout: "v1", edit: mainline, policy: epc.BestEffort, annotations: map[string]string{limit1M: "1Mi"}},
+		{name: "strict without misc", layout: "v1", edit: func(root string) { os.RemoveAll(root + "/misc") },
+			annotations: map[string]string{limit1M: "1Mi"},
+			wantErr:     unsupported + "no misc controller at <root> (cgroup v1; available: cpu cpuacct cpuset memory pids)"},
+		{name: "best effort on a mainline kernel", layout: "v1", edit: mainline, policy: epc.BestEffort,
+			annotations: map[string]string{limit1M: "1Mi"}},
 		{name: "no limit on a mainline kernel", layout: "v2", edit: mainline},
 		{name: "another owner of misc.max", layout: "v2", annotations: map[string]string{limit1M: "1Mi"},
 			unified: map[string]string{"misc.max": "sgx_epc 2048"},
@@ -129,7 +132,8 @@ func TestBestEffortLogsUnenforced(t *testing.T) {
 	if adj, err := n.CreateContainer(ctx, p, ctr("c1", p, "app", ctrPath), plan.Decision{}); err != nil || adj != nil {
 		t.Fatalf("CreateContainer = %v, %v; want to run it without an adjustment", adj, err)
 	}
-	if want := `level=WARN msg="SGX EPC limit not enforced" pod=ns/p1 container=app limit=67108864 annotation=epc-limit.nri.io/pod policy=best-effort`; !strings.Contains(n.logs.String(), want) {
+	if want := `level=WARN msg="SGX EPC limit not enforced" pod=ns/p1 container=app limit=67108864 ` +
+		`annotation=epc-limit.nri.io/pod policy=best-effort`; !strings.Contains(n.logs.String(), want) {
 		t.Errorf("log lacks %s:\n%s", want, n.logs)
 	}
 }

@@ -53,7 +53,8 @@ func (rt *runtime) runAgent(ext nriplugin.Extension) {
 	if err != nil {
 		rt.t.Fatal(err)
 	}
-	a := nriplugin.New(plan.NewNode(topo, layout, plan.Policy{}), nritest.NoCheckpoint{}, testLog(rt.t), nriplugin.Options{Extensions: []nriplugin.Extension{ext}})
+	a := nriplugin.New(plan.NewNode(topo, layout, plan.Policy{}), nritest.NoCheckpoint{}, testLog(rt.t),
+		nriplugin.Options{Extensions: []nriplugin.Extension{ext}})
 	rt.serve(func(ctx context.Context) error {
 		return a.Run(ctx, nriplugin.Connection{Socket: rt.Socket, PluginName: "podfence", PluginIndex: "10"})
 	})
@@ -94,10 +95,12 @@ func TestThroughNRI(t *testing.T) {
 		{name: "v2", layout: "v2", wantUnified: "sgx_epc 1048576"},
 		{name: "v1", layout: "v1", wantWritten: "sgx_epc 1048576"},
 		{name: "v2 mainline strict", layout: "v2", edit: mainline,
-			wantErr: `pod ns/p1 container "app": epc: SGX EPC limit 1048576 bytes (annotation epc-limit.nri.io/container.app): the kernel lacks SGX EPC cgroup support: <root>/misc.capacity lists no sgx_epc (it lists sev)`},
+			wantErr: `pod ns/p1 container "app": epc: SGX EPC limit 1048576 bytes (annotation epc-limit.nri.io/container.app): the ` +
+				`kernel lacks SGX EPC cgroup support: <root>/misc.capacity lists no sgx_epc (it lists sev)`},
 		{name: "v2 mainline best effort", layout: "v2", edit: mainline, policy: epc.BestEffort},
 		{name: "another plugin owns misc.max", layout: "v2", otherPlugin: true,
-			wantErr: `pod ns/p1 container "app": epc: SGX EPC limit 1048576 bytes (annotation epc-limit.nri.io/container.app): misc.max is already set to "sgx_epc 4096" in the container's unified cgroup resources`},
+			wantErr: `pod ns/p1 container "app": epc: SGX EPC limit 1048576 bytes (annotation epc-limit.nri.io/container.app): ` +
+				`misc.max is already set to "sgx_epc 4096" in the container's unified cgroup resources`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNode(t, tc.layout, tc.policy, tc.edit)
@@ -146,7 +149,8 @@ func (rt *runtime) runOther(t *testing.T) {
 
 type otherPlugin struct{}
 
-func (otherPlugin) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+func (otherPlugin) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment,
+	[]*api.ContainerUpdate, error) {
 	adj := &api.ContainerAdjustment{}
 	adj.AddLinuxUnified("misc.max", "sgx_epc 4096")
 	return adj, nil, nil

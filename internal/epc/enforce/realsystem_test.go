@@ -45,7 +45,8 @@ func TestProbeInQEMUGuest(t *testing.T) {
 			t.Errorf("guest layout %s, misc root %q; want v2 with misc at %s", c.Layout.Version, c.MiscRoot, h.root)
 		}
 		if c.Node.Supported || !strings.Contains(c.Node.Reason, "misc.capacity lists no "+epc.Resource) {
-			t.Errorf("guest: supported %v, reason %q; want unsupported because misc.capacity lists no %s", c.Node.Supported, c.Node.Reason, epc.Resource)
+			t.Errorf("guest: supported %v, reason %q; want unsupported because misc.capacity lists no %s", c.Node.Supported,
+				c.Node.Reason, epc.Resource)
 		}
 	}
 }

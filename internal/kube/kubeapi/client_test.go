@@ -110,7 +110,8 @@ func TestCall(t *testing.T) {
 		body, want string
 	}{
 		{201, `{}`, ""},
-		{403, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"nodes \"n1\" is forbidden: User \"system:serviceaccount:x:y\" cannot patch resource \"nodes\"","code":403}`,
+		{403, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"nodes \"n1\" is forbidden: User ` +
+			`\"system:serviceaccount:x:y\" cannot patch resource \"nodes\"","code":403}`,
 			`PATCH /api/v1/nodes/n1: 403 Forbidden: nodes "n1" is forbidden: User "system:serviceaccount:x:y" cannot patch resource "nodes"`},
 		{502, `<html>bad gateway</html>`, `PATCH /api/v1/nodes/n1: 502 Bad Gateway`},
 	} {
@@ -144,7 +145,8 @@ func TestClientErrors(t *testing.T) {
 	}{
 		{cfg: kubeapi.Config{Host: "10.0.0.1"}, want: `API server address "10.0.0.1": want https://host:port`},
 		{cfg: kubeapi.Config{Host: "https://h", CAData: []byte("junk")}, want: "API server CA: no PEM certificate in it"},
-		{cfg: kubeapi.Config{Host: "https://h", CertData: []byte("junk")}, want: "client certificate: tls: failed to find any PEM data in certificate input"},
+		{cfg: kubeapi.Config{Host: "https://h", CertData: []byte("junk")},
+			want: "client certificate: tls: failed to find any PEM data in certificate input"},
 	} {
 		if _, err := kubeapi.New(tc.cfg, ""); err == nil || err.Error() != tc.want {
 			t.Errorf("New(%+v): %v, want %s", tc.cfg, err, tc.want)

@@ -27,7 +27,8 @@ func TestInCluster(t *testing.T) {
 		t.Errorf("outside a pod: %v", err)
 	}
 	os.Remove(filepath.Join(dir, "token"))
-	if _, err := kubeapi.InCluster(dir, func(k string) string { return env[k] }); err == nil || !strings.HasPrefix(err.Error(), "in-cluster config: stat ") {
+	if _, err := kubeapi.InCluster(dir, func(k string) string { return env[k] }); err == nil || !strings.HasPrefix(err.Error(),
+		"in-cluster config: stat ") {
 		t.Errorf("no token: %v", err)
 	}
 }

@@ -26,7 +26,8 @@ func TestMergePatch(t *testing.T) {
 		info nodeinfo.Info
 		want string
 	}{
-		{nodeinfo.Info{CoreSched: true, PhysicalCores: 16}, `{"metadata":{"annotations":{"podfence.io/physical-cores":"16"},"labels":{"podfence.io/core-sched":"supported"}}}`},
+		{nodeinfo.Info{CoreSched: true, PhysicalCores: 16},
+			`{"metadata":{"annotations":{"podfence.io/physical-cores":"16"},"labels":{"podfence.io/core-sched":"supported"}}}`},
 		{nodeinfo.Info{}, `{"metadata":{"labels":{"podfence.io/core-sched":"unsupported"}}}`},
 	} {
 		if got := string(nodeinfo.MergePatch(tc.info)); got != tc.want {
@@ -43,7 +44,8 @@ func TestRead(t *testing.T) {
 	n.Labels = map[string]string{nodeinfo.LabelCoreSched: "supported"}
 	n.Annotations = map[string]string{nodeinfo.AnnotationPhysicalCores: "many"}
 	info, ok, err := nodeinfo.Read(n)
-	if want := `node a: annotation podfence.io/physical-cores="many": want a non-negative integer`; !ok || !info.CoreSched || err == nil || err.Error() != want {
+	if want := `node a: annotation podfence.io/physical-cores="many": want a non-negative ` +
+		`integer`; !ok || !info.CoreSched || err == nil || err.Error() != want {
 		t.Errorf("Read = %+v, %t, %v; want supported, error %q", info, ok, err, want)
 	}
 }
@@ -73,7 +75,8 @@ func TestPublisher(t *testing.T) {
 	supported.Store(true)
 	wait("the change", "supported")
 	n := srv.Node(t)
-	if info, ok, err := nodeinfo.Read(n); !ok || err != nil || info != (nodeinfo.Info{CoreSched: true, PhysicalCores: 4}) || n.Labels["keep"] != "me" {
+	if info, ok, err := nodeinfo.Read(n); !ok || err != nil || info != (nodeinfo.Info{CoreSched: true,
+		PhysicalCores: 4}) || n.Labels["keep"] != "me" {
 		t.Errorf("node = %v %v, want the core count and the other labels kept", n.Labels, n.Annotations)
 	}
 	// A few periods without a change. A read ends the period begun by the read before it,
@@ -108,7 +111,8 @@ func TestPublisherBackoff(t *testing.T) {
 		return nil
 	})
 	cancel()
-	const failed = `WARN publish node info err=patch node n1: PATCH /api/v1/nodes/n1?fieldManager=podfence-agent: 403 Forbidden: nodes "n1" is forbidden: no retryIn=`
+	const failed = `WARN publish node info err=patch node n1: PATCH /api/v1/nodes/n1?fieldManager=podfence-agent: 403 ` +
+		`Forbidden: nodes "n1" is forbidden: no retryIn=`
 	want := []string{failed + "1ms", failed + "2ms", failed + "4ms", failed + "4ms", failed + "4ms",
 		"INFO published node info podfence.io/core-sched=false podfence.io/physical-cores=0"}
 	if got := logs.get()[:6]; !slices.Equal(got, want) {

@@ -114,7 +114,8 @@ func TestParseFlat(t *testing.T) {
 			t.Errorf("Uint(%s) = %d, %v, %v; want %d, %v, %q", tc.key, v, ok, err, tc.want, tc.ok, tc.wantErr)
 		}
 	}
-	if _, err := cgroups.ParseFlat([]byte("sgx_epc 1\nsgx_epc.max 1 2\n")); err == nil || err.Error() != `line 2 "sgx_epc.max 1 2": want "<key> <value>"` {
+	if _, err := cgroups.ParseFlat([]byte("sgx_epc 1\nsgx_epc.max 1 2\n")); err == nil || err.Error() != `line 2 "sgx_epc.max 1 `+
+		`2": want "<key> <value>"` {
 		t.Errorf("bad line: %v", err)
 	}
 }

@@ -33,9 +33,11 @@ func TestPath(t *testing.T) {
 		{name: "name is a slice", in: "a.slice:p:a-b.slice", want: "/a.slice/a-b.slice", driver: cgroups.Systemd},
 
 		{name: "empty", in: "", wantErr: "empty cgroups path: the runtime chooses the cgroup itself"},
-		{name: "relative", in: "kubepods/pod1/abc", wantErr: `cgroups path "kubepods/pod1/abc": want an absolute cgroupfs path or systemd's "<slice>:<prefix>:<name>"`},
+		{name: "relative", in: "kubepods/pod1/abc",
+			wantErr: `cgroups path "kubepods/pod1/abc": want an absolute cgroupfs path or systemd's "<slice>:<prefix>:<name>"`},
 		{name: "two fields", in: "a.slice:abc", wantErr: `want an absolute cgroupfs path`},
-		{name: "not a slice", in: "kubepods:crio:abc", wantErr: `cgroups path "kubepods:crio:abc": slice "kubepods": want a name ending in .slice, without '/'`},
+		{name: "not a slice", in: "kubepods:crio:abc",
+			wantErr: `cgroups path "kubepods:crio:abc": slice "kubepods": want a name ending in .slice, without '/'`},
 		{name: "bare suffix", in: ".slice:crio:abc", wantErr: `slice ".slice": want a name ending in .slice`},
 		{name: "empty slice component", in: "a--b.slice:crio:abc", wantErr: `slice "a--b.slice": empty component between '-'`},
 		{name: "leading dash", in: "-a.slice:crio:abc", wantErr: `empty component between '-'`},
@@ -61,9 +63,11 @@ func TestPath(t *testing.T) {
 // misc cgroup directories, and finds their misc files there.
 func TestPathInTrees(t *testing.T) {
 	for _, tc := range []struct{ layout, cgroupsPath, wantDir string }{
-		{"v2", cgroupstest.ContainerSystemd, "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b9c5b1e_4a0e_4d5c_9a51_1f0e0c2f7a11.slice/cri-containerd-c0ffee01.scope"},
+		{"v2", cgroupstest.ContainerSystemd,
+			"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b9c5b1e_4a0e_4d5c_9a51_1f0e0c2f7a11.slice/cri-containerd-c0ffee01.scope"},
 		{"v2", cgroupstest.ContainerCgroupfsV2, "kubepods/besteffort/pod7d3e2f10-8c4b-4f6a-b2d9-55a1c3e4f6b2/crio-c0ffee02"},
-		{"v1", cgroupstest.ContainerSystemd, "misc/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b9c5b1e_4a0e_4d5c_9a51_1f0e0c2f7a11.slice/cri-containerd-c0ffee01.scope"},
+		{"v1", cgroupstest.ContainerSystemd,
+			"misc/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b9c5b1e_4a0e_4d5c_9a51_1f0e0c2f7a11.slice/cri-containerd-c0ffee01.scope"},
 		{"v1", cgroupstest.ContainerCgroupfsV1, "misc/kubepods/besteffort/pod7d3e2f10-8c4b-4f6a-b2d9-55a1c3e4f6b2/c0ffee02"},
 	} {
 		root := cgroupstest.Tree(t, tc.layout)

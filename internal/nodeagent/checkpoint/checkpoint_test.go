@@ -93,8 +93,12 @@ func TestOpen(t *testing.T) {
 		{name: "new directory", version: "-"},
 		{name: "version 1", version: "1\n"},
 		{name: "version 1 without newline", version: "1"},
-		{name: "version 2", version: "2\n", wantErr: `checkpoint version file %[1]s/VERSION holds version "2", but this podfence supports only version 1: run a podfence release that supports version "2", or drain the node and delete %[1]s`},
-		{name: "garbage", version: "x\n", wantErr: `checkpoint version file %[1]s/VERSION holds version "x", but this podfence supports only version 1: run a podfence release that supports version "x", or drain the node and delete %[1]s`},
+		{name: "version 2", version: "2\n",
+			wantErr: `checkpoint version file %[1]s/VERSION holds version "2", but this podfence supports only version 1: run a ` +
+				`podfence release that supports version "2", or drain the node and delete %[1]s`},
+		{name: "garbage", version: "x\n",
+			wantErr: `checkpoint version file %[1]s/VERSION holds version "x", but this podfence supports only version 1: run a ` +
+				`podfence release that supports version "x", or drain the node and delete %[1]s`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "a", "b")

@@ -62,7 +62,8 @@ func TestValidate(t *testing.T) {
 			exclusive(t, uid2, "b", "exclusive_a", "3-4", "11-12"),
 			exclusive(t, uid1, "a", "exclusive_a", "2-3", "10-11"),
 		}, want: []Conflict{{Key: allocation.Key{PodUID: uid2, Container: "b"}, File: fileB,
-			Reason: `CPUs 3,11 of pool "exclusive_a" are also held by container "a" of pod "` + uid1 + `" (pool "exclusive_a"): at most one of them runs there; ` +
+			Reason: `CPUs 3,11 of pool "exclusive_a" are also held by container "a" of pod ` +
+				`"` + uid1 + `" (pool "exclusive_a"): at most one of them runs there; ` +
 				`delete the record of the one that no longer runs (` + fileA + ` or ` + fileB + `), or drain the node and delete both`}}},
 		{name: "CPU held three times", allocs: []allocation.Allocation{
 			exclusive(t, uid1, "a", "exclusive_a", "2", ""),
@@ -70,10 +71,12 @@ func TestValidate(t *testing.T) {
 			exclusive(t, uid2, "c", "exclusive_a", "2", ""),
 		}, want: []Conflict{
 			{Key: allocation.Key{PodUID: uid2, Container: "b"}, File: fileB,
-				Reason: `CPU 2 of pool "exclusive_a" is also held by container "a" of pod "` + uid1 + `" (pool "exclusive_a"): at most one of them runs there; ` +
+				Reason: `CPU 2 of pool "exclusive_a" is also held by container "a" of pod ` +
+					`"` + uid1 + `" (pool "exclusive_a"): at most one of them runs there; ` +
 					`delete the record of the one that no longer runs (` + fileA + ` or ` + fileB + `), or drain the node and delete both`},
 			{Key: allocation.Key{PodUID: uid2, Container: "c"}, File: uid2 + "_c.json",
-				Reason: `CPU 2 of pool "exclusive_a" is also held by container "a" of pod "` + uid1 + `" (pool "exclusive_a"): at most one of them runs there; ` +
+				Reason: `CPU 2 of pool "exclusive_a" is also held by container "a" of pod ` +
+					`"` + uid1 + `" (pool "exclusive_a"): at most one of them runs there; ` +
 					`delete the record of the one that no longer runs (` + fileA + ` or ` + uid2 + `_c.json), or drain the node and delete both`},
 		}},
 		{name: "pool missing and CPU offline", online: "0-3", allocs: []allocation.Allocation{exclusive(t, uid1, "a", "exclusive_x", "3-4", "")},
@@ -84,12 +87,15 @@ func TestValidate(t *testing.T) {
 					Reason: `CPU 4 of pool "exclusive_x" is not online: bring it back online, or drain the node and delete ` + fileA},
 			}},
 		{name: "shared share beside exclusive CPUs fits", allocs: []allocation.Allocation{
-			{PodUID: uid1, Container: "a", Pool: "exclusive_a", Type: allocation.TypeExclusive, CPUs: mustParse(t, "2"), SharedPool: "shared_b", MilliCPU: 100},
+			{PodUID: uid1, Container: "a", Pool: "exclusive_a", Type: allocation.TypeExclusive, CPUs: mustParse(t, "2"),
+				SharedPool: "shared_b", MilliCPU: 100},
 		}},
 		{name: "shared pool of a share beside exclusive CPUs missing", allocs: []allocation.Allocation{
-			{PodUID: uid1, Container: "a", Pool: "exclusive_a", Type: allocation.TypeExclusive, CPUs: mustParse(t, "2"), SharedPool: "shared_x", MilliCPU: 100},
+			{PodUID: uid1, Container: "a", Pool: "exclusive_a", Type: allocation.TypeExclusive, CPUs: mustParse(t, "2"),
+				SharedPool: "shared_x", MilliCPU: 100},
 		}, want: []Conflict{{Key: allocation.Key{PodUID: uid1, Container: "a"}, File: fileA,
-			Reason: `shared pool "shared_x" (100 millicpu) is not in the pool config: restore the pool config, or drain the node and delete ` + fileA}}},
+			Reason: `shared pool "shared_x" (100 millicpu) is not in the pool config: restore the pool config, or drain the node and ` +
+				`delete ` + fileA}}},
 		{name: "unsafe key names the escaped file", allocs: []allocation.Allocation{shared("../x", "a/b", "gone", 1)},
 			want: []Conflict{{Key: allocation.Key{PodUID: "../x", Container: "a/b"}, File: "%2E%2E%2Fx_a%2Fb.json",
 				Reason: `pool "gone" is not in the pool config: restore the pool config, or drain the node and delete %2E%2E%2Fx_a%2Fb.json`}}},

@@ -49,7 +49,8 @@ func (s *server) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingSer
 }
 
 // GetPreferredAllocation answers each container request with the allocator's choice.
-func (s *server) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+func (s *server) GetPreferredAllocation(_ context.Context,
+	req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
 	res, resp := s.cur.Load(), &pluginapi.PreferredAllocationResponse{}
 	for i, c := range req.ContainerRequests {
 		ids, err := res.preferred(c)

@@ -60,7 +60,8 @@ func (nopPlugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Containe
 func (nopPlugin) Shutdown(context.Context)                                {}
 func (nopPlugin) RunPodSandbox(context.Context, *api.PodSandbox) error    { return nil }
 func (nopPlugin) RemovePodSandbox(context.Context, *api.PodSandbox) error { return nil }
-func (nopPlugin) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+func (nopPlugin) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment,
+	[]*api.ContainerUpdate, error) {
 	return nil, nil, nil
 }
 func (nopPlugin) UpdateContainer(context.Context, *api.PodSandbox, *api.Container, *api.LinuxResources) ([]*api.ContainerUpdate, error) {

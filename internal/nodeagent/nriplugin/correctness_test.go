@@ -169,7 +169,8 @@ func TestHugeAmountsRefused(t *testing.T) {
 		{`{"app": {"shared_s": "1e19"}}`, `amount "1e19" is above 10^9`},
 		{`{"app": {"exclusive_a": 5}}`, `(ExclusiveTooLarge): asks podfence.io/exclusive_a=5, but exclusive pool "exclusive_a" has 4 CPUs`},
 		{`{"app": {"exclusive_a": "999999999"}}`, `(ExclusiveTooLarge): asks podfence.io/exclusive_a=999999999`},
-		{`{"app": {"shared_s": "999999999"}}`, `(SharedTooLarge): asks 999999999 millicpu of shared pool "shared_s", which has 2 CPUs (2000 millicpu)`},
+		{`{"app": {"shared_s": "999999999"}}`,
+			`(SharedTooLarge): asks 999999999 millicpu of shared pool "shared_s", which has 2 CPUs (2000 millicpu)`},
 		{`{"app": {"shared_s": 2001}}`, `(SharedTooLarge): asks 2001 millicpu`},
 	} {
 		_, err := rt.create(rt.runPod("p", poolReq(tc.req)), "app", nil)

@@ -72,7 +72,8 @@ func guard(ext Extension, hook string, f func() error) (err error) {
 }
 
 // createHooks runs every ContainerCreator and merges the fragments into adj.
-func (a *Plugin) createHooks(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, d plan.Decision, adj *api.ContainerAdjustment) error {
+func (a *Plugin) createHooks(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, d plan.Decision,
+	adj *api.ContainerAdjustment) error {
 	for _, ext := range a.exts {
 		h, ok := ext.(ContainerCreator)
 		if !ok {

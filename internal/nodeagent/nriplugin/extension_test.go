@@ -36,7 +36,8 @@ func (r *recorder) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	r.add("run:" + pod.Name)
 	return nil
 }
-func (r *recorder) CreateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container, d plan.Decision) (*api.ContainerAdjustment, error) {
+func (r *recorder) CreateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container,
+	d plan.Decision) (*api.ContainerAdjustment, error) {
 	r.add("create:" + ctr.Name + ":" + d.CPUs.String())
 	if ctr.Name == "refuse" {
 		return nil, errors.New("no room for this one")
@@ -87,7 +88,8 @@ func TestExtensionHooks(t *testing.T) {
 	rt.updateResources(c.ctr, &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "0-15"}})
 	rt.removeCtr(c.ctr)
 	rt.removePod(pod)
-	want := []string{"sync", "run:p", "create:app:2,10", "create:refuse:0,8", "start:app", "update:app:0-15", "remove:app", "remove:app", "removepod:p"}
+	want := []string{"sync", "run:p", "create:app:2,10", "create:refuse:0,8", "start:app", "update:app:0-15", "remove:app",
+		"remove:app", "removepod:p"}
 	if got := rec.got(); !slices.Equal(got, want) {
 		t.Errorf("hooks called %q,\nwant %q", got, want)
 	}

@@ -59,7 +59,8 @@ func (a *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 
 // CreateContainer plans the container and returns its adjustment. A refused container gets
 // an error naming the reason; nothing else changes.
-func (a *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment, _ []*api.ContainerUpdate, err error) {
+func (a *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment,
+	_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("CreateContainer", &err)
 	c, err := a.containerOf(pod, ctr)
 	if err != nil {
@@ -104,7 +105,8 @@ func (a *Plugin) allocate(c plan.Container, id, sandbox string) (plan.Decision, 
 
 // UpdateContainer answers a resource update that would change podfence's cpuset, memory
 // nodes or quota with an update that keeps them. Other updates pass untouched.
-func (a *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (_ []*api.ContainerUpdate, err error) {
+func (a *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container,
+	res *api.LinuxResources) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("UpdateContainer", &err)
 	defer func() {
 		_ = a.notify("UpdateContainer", func(e Extension) (bool, error) {

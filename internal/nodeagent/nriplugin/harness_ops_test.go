@@ -38,7 +38,8 @@ func (rt *runtime) create(pod *api.PodSandbox, name string, annotations map[stri
 	ctr := &api.Container{Id: id, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED,
 		Annotations: annotations, Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{}}}}
 	b := rt.nri.BlockPluginSync()
-	rpl, err := rt.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod, Container: proto.Clone(ctr).(*api.Container)})
+	rpl, err := rt.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod,
+		Container: proto.Clone(ctr).(*api.Container)})
 	b.Unblock()
 	if err != nil {
 		return created{}, err

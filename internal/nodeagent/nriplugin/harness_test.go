@@ -112,7 +112,8 @@ func startAgent(tb testing.TB, rt *runtime, node *plan.Node, cp nriplugin.Checkp
 }
 
 // startAgentLog is startAgent with the agent's logger.
-func startAgentLog(tb testing.TB, rt *runtime, node *plan.Node, cp nriplugin.Checkpoint, opts nriplugin.Options, log *slog.Logger) *agentRun {
+func startAgentLog(tb testing.TB, rt *runtime, node *plan.Node, cp nriplugin.Checkpoint, opts nriplugin.Options,
+	log *slog.Logger) *agentRun {
 	tb.Helper()
 	ar := &agentRun{Plugin: nriplugin.New(node, cp, log, opts), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())

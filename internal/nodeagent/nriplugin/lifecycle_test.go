@@ -147,7 +147,8 @@ type panicky struct{}
 
 func (panicky) Name() string { return "panicky" }
 
-func (panicky) CreateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container, _ plan.Decision) (*api.ContainerAdjustment, error) {
+func (panicky) CreateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container,
+	_ plan.Decision) (*api.ContainerAdjustment, error) {
 	if ctr.Name == "boom" {
 		panic("wrapper bug")
 	}

@@ -22,8 +22,10 @@ func configVariants(t *testing.T) []*plan.Node {
   exclusive_b: {cpus: "4-6,12-14"`).Replace(testPoolsST),
 		r(`shared_s:    {cpus: "1,9"}`, `shared_s:    {cpus: "1"}`).Replace(testPoolsST), // 9 joins the default pool
 		r(`hyperThreadingPolicy: singleThreaded`, `hyperThreadingPolicy: multiThreaded`).Replace(testPoolsST),
-		r(`shared_s:    {cpus: "1,9"}`, `shared_s:    {cpus: "1,3,9,11"}`, `exclusive_a: {cpus: "2-3,10-11"`, `exclusive_a: {cpus: "2,10"`).Replace(testPoolsST),
-		r(`default:     {cpus: "0,8"}`, `default:     {cpus: "0,8,15"}`, `exclusive_b: {cpus: "4-7,12-15"`, `exclusive_b: {cpus: "4-7,12-14"`).Replace(testPoolsST),
+		r(`shared_s:    {cpus: "1,9"}`, `shared_s:    {cpus: "1,3,9,11"}`, `exclusive_a: {cpus: "2-3,10-11"`,
+			`exclusive_a: {cpus: "2,10"`).Replace(testPoolsST),
+		r(`default:     {cpus: "0,8"}`, `default:     {cpus: "0,8,15"}`, `exclusive_b: {cpus: "4-7,12-15"`,
+			`exclusive_b: {cpus: "4-7,12-14"`).Replace(testPoolsST),
 	}
 	var out []*plan.Node
 	for _, v := range variants {

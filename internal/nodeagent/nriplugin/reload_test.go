@@ -22,7 +22,8 @@ func TestReload(t *testing.T) {
 	// exclusive_a shrinks to core 3: app's CPUs 2,10 would have to move.
 	shrunk := strings.Replace(testPools, `exclusive_a: {cpus: "2-3,10-11"`, `exclusive_a: {cpus: "3,11"`, 1)
 	err := ar.Reload(newNode(t, testTopology, shrunk))
-	if !errors.Is(err, nriplugin.ErrPending) || !strings.Contains(err.Error(), "the old one stays in force: running containers would have to move") ||
+	if !errors.Is(err, nriplugin.ErrPending) || !strings.Contains(err.Error(),
+		"the old one stays in force: running containers would have to move") ||
 		!strings.Contains(err.Error(), `pool "default"`) {
 		t.Fatalf("Reload(shrunk) err = %v, want a refusal naming the move", err)
 	}
@@ -31,7 +32,8 @@ func TestReload(t *testing.T) {
 
 	// The shared pool goes away while web runs on it: refused too.
 	noShared := strings.Replace(testPools, `  shared_s:    {cpus: "1,9"}`+"\n", "", 1)
-	if err := ar.Reload(newNode(t, testTopology, noShared)); err == nil || !strings.Contains(err.Error(), `container uid-pod0001/web (ns/p web): pool "shared_s" is not in the pool config`) {
+	if err := ar.Reload(newNode(t, testTopology, noShared)); err == nil || !strings.Contains(err.Error(),
+		`container uid-pod0001/web (ns/p web): pool "shared_s" is not in the pool config`) {
 		t.Fatalf("Reload(noShared) err = %v, want a refusal naming the shared pool", err)
 	}
 
@@ -62,7 +64,8 @@ func TestReloadWaitsForEveryRunningContainer(t *testing.T) {
 		`shared_s:    {cpus: "1,9"}`, `shared_s:    {cpus: "1"}
   exclusive_c: {cpus: "8-9", hyperThreadingPolicy: multiThreaded}`).Replace(testPools)
 	err := ar.Reload(newNode(t, testTopology, moved))
-	if !errors.Is(err, nriplugin.ErrPending) || !strings.Contains(err.Error(), "runs on CPUs 1,9") || !strings.Contains(err.Error(), "runs on CPUs 0,8") {
+	if !errors.Is(err, nriplugin.ErrPending) || !strings.Contains(err.Error(),
+		"runs on CPUs 1,9") || !strings.Contains(err.Error(), "runs on CPUs 0,8") {
 		t.Fatalf("Reload err = %v, want it pending on both containers", err)
 	}
 	p, ok := ar.PendingReload()

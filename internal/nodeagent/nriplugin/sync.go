@@ -101,7 +101,8 @@ type claim struct {
 //
 // Exclusive CPUs are claimed before idled siblings, so a sibling is idled only when no live
 // container runs on it.
-func (a *Plugin) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, ctrs []*api.Container) (*plan.Ledger, *holders, syncReport) {
+func (a *Plugin) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, ctrs []*api.Container) (*plan.Ledger, *holders,
+	syncReport) {
 	node := a.node.Load()
 	live := a.liveContainers(pods, ctrs)
 	byKey := make(map[allocation.Key]allocation.Allocation, len(known))

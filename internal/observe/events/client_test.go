@@ -53,7 +53,9 @@ func newAPIServer(t *testing.T) *apiServer {
 			return
 		}
 		w.WriteHeader(code)
-		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"events is forbidden: User \"system:serviceaccount:x:y\" cannot create resource \"events\"","code":403}`)
+		_, _ = io.WriteString(w,
+			`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"events is forbidden: User \"system:serviceaccount:x:y\" `+
+				`cannot create resource \"events\"","code":403}`)
 	}))
 	s.Config.ErrorLog = log.New(io.Discard, "", 0) // the failed handshake of TestClientErrors
 	s.StartTLS()
@@ -105,7 +107,8 @@ func TestClientErrors(t *testing.T) {
 	srv.status = http.StatusForbidden
 	c := events.NewClient(apiClient(t, kubeapi.Config{Host: srv.URL, CAData: srv.caPEM(), Token: "t"}), "podfence-agent", "n")
 	err := c.Post(context.Background(), events.Event{Namespace: "ns", Pod: "p"}, time.Now())
-	if err == nil || err.Error() != `post event: POST /api/v1/namespaces/ns/events: 403 Forbidden: events is forbidden: User "system:serviceaccount:x:y" cannot create resource "events"` {
+	if err == nil || err.Error() != `post event: POST /api/v1/namespaces/ns/events: 403 Forbidden: events is forbidden: User `+
+		`"system:serviceaccount:x:y" cannot create resource "events"` {
 		t.Errorf("error %v", err)
 	}
 	untrusted := events.NewClient(apiClient(t, kubeapi.Config{Host: srv.URL}), "podfence-agent", "n")

@@ -76,7 +76,8 @@ func TestDefaults(t *testing.T) {
 func TestStateUnencodable(t *testing.T) {
 	srv := httptest.NewServer(metrics.Handler(prometheus.NewRegistry(), metrics.WithState(func() any { return math.NaN() })))
 	defer srv.Close()
-	if resp, body := fetch(t, srv.URL+"/state"); resp.StatusCode != 500 || !strings.HasPrefix(body, "encode state: json: unsupported value: NaN") {
+	if resp, body := fetch(t, srv.URL+"/state"); resp.StatusCode != 500 || !strings.HasPrefix(body,
+		"encode state: json: unsupported value: NaN") {
 		t.Errorf("%d %q", resp.StatusCode, body)
 	}
 }

@@ -56,7 +56,10 @@ func writeGrid(w io.Writer, topo Topology, pool cpuset.CPUSet, mark func(cpu int
 		}
 		cores[g][c.Core] = append(cores[g][c.Core], c.ID)
 	}
-	groups := slices.SortedFunc(maps.Keys(cores), func(a, b group) int { return cmp.Or(cmp.Compare(a.socket, b.socket), cmp.Compare(a.numa, b.numa)) })
+	groups := slices.SortedFunc(maps.Keys(cores), func(a, b group) int {
+		return cmp.Or(cmp.Compare(a.socket, b.socket),
+			cmp.Compare(a.numa, b.numa))
+	})
 	idw := len(fmt.Sprint(slices.MaxFunc(topo.CPUs, func(a, b topology.CPU) int { return cmp.Compare(a.ID, b.ID) }).ID))
 	markw := 1
 	for _, c := range topo.CPUs {

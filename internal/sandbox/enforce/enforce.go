@@ -114,7 +114,8 @@ func (x *Extension) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error 
 
 // CreateContainer adds the container to its VM sandbox and resizes the sandbox. It never
 // adjusts or refuses the container.
-func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, d plan.Decision) (*api.ContainerAdjustment, error) {
+func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container,
+	d plan.Decision) (*api.ContainerAdjustment, error) {
 	if !x.runtimes.Match(pod.GetRuntimeHandler()) {
 		return nil, nil
 	}

@@ -76,7 +76,8 @@ func TestLifecycle(t *testing.T) {
 			step("c3 removed", limits{"0-1", "100000", "268435456"})
 
 			q, p, m := int64(200000), uint64(100000), int64(128*mi)
-			res := &api.LinuxResources{Cpu: &api.LinuxCPU{Quota: api.Int64(&q), Period: api.UInt64(&p)}, Memory: &api.LinuxMemory{Limit: api.Int64(&m)}}
+			res := &api.LinuxResources{Cpu: &api.LinuxCPU{Quota: api.Int64(&q), Period: api.UInt64(&p)},
+				Memory: &api.LinuxMemory{Limit: api.Int64(&m)}}
 			if err := f.x.UpdateContainer(ctx, pod, c2, res); err != nil {
 				t.Fatal(err)
 			}

@@ -72,7 +72,8 @@ func startAgent(t *testing.T, f *fixture) *nritest.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := nriplugin.New(plan.NewNode(topo, layout, plan.Policy{}), nritest.NoCheckpoint{}, testLogger(f.log), nriplugin.Options{Extensions: []nriplugin.Extension{f.x}})
+	a := nriplugin.New(plan.NewNode(topo, layout, plan.Policy{}), nritest.NoCheckpoint{}, testLogger(f.log),
+		nriplugin.Options{Extensions: []nriplugin.Extension{f.x}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

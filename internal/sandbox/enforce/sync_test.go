@@ -101,7 +101,8 @@ podfence_vm_sandbox_cpu_quota_cores{namespace="ns",pod="vm"} 0.25
 	if len(f.log.lines("step=processes", "the runtime reported no pid for the sandbox")) != 0 {
 		t.Errorf("a pid 0 took the known pid's place:\n%s", f.log)
 	}
-	metrics(head + `podfence_vm_sandbox_in_force{namespace="ns",pod="vm"} 1` + "\n" + strings.Replace(tail, "podfence_vm_sandbox_memory_limit_bytes{namespace=\"ns\",pod=\"vm\"} 1.6777216e+08\n", "", 1))
+	metrics(head + `podfence_vm_sandbox_in_force{namespace="ns",pod="vm"} 1` + "\n" + strings.Replace(tail,
+		"podfence_vm_sandbox_memory_limit_bytes{namespace=\"ns\",pod=\"vm\"} 1.6777216e+08\n", "", 1))
 
 	gone := kataPod()
 	gone.Id, gone.Name, gone.Pid = "gone", "gone", 999

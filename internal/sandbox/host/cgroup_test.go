@@ -34,7 +34,8 @@ func TestPathFor(t *testing.T) {
 		{name: "no ID", cgroupsPath: "/a/b", wantErr: `pod sandbox ID "": want a non-empty name without '/'`},
 		{name: "ID with a slash", id: "../x", cgroupsPath: "/a/b", wantErr: `pod sandbox ID "../x"`},
 		{name: "bad cgroups path", id: sandboxID, cgroupsPath: "rel/x", wantErr: `the sandbox's cgroups path: cgroups path "rel/x"`},
-		{name: "bad slice", id: sandboxID, parent: "kubepods", wantErr: `the pod's cgroup parent: cgroups path "kubepods::podfence-vm-5ab0c.slice": slice "kubepods"`},
+		{name: "bad slice", id: sandboxID, parent: "kubepods",
+			wantErr: `the pod's cgroup parent: cgroups path "kubepods::podfence-vm-5ab0c.slice": slice "kubepods"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := host.PathFor(tc.id, tc.cgroupsPath, tc.parent)
