@@ -33,9 +33,12 @@ ask for a core-scheduling group or policy exclusive; POST /prioritize scores nod
 density: nodes that already run the pod's group and have fewer distinct groups per physical core
 score higher, and exclusive pods prefer free whole cores. GET /healthz answers ok.
 
-It watches bound pods and nodes and serves once its informers have synced. Every flag can
+It watches bound pods and nodes and serves once its informers have synced. By default it
+listens on loopback, for a kube-scheduler in the same pod; on another address it serves
+HTTPS (--tls-cert, --tls-key), or plain HTTP only with --insecure-listen. Every flag can
 also be set by an environment variable PODFENCE_<FLAG>.`,
-		Example: `  podfence-extender --listen :8888
+		Example: `  podfence-extender
+  podfence-extender --listen :8443 --tls-cert /etc/podfence/tls.crt --tls-key /etc/podfence/tls.key
   podfence-extender --kubeconfig ~/.kube/config --default-group pod`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -48,7 +51,12 @@ also be set by an environment variable PODFENCE_<FLAG>.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.cfg.Address, "listen", ":8888", "address to serve the extender API on")
+	fl.StringVar(&f.cfg.Address, "listen", "127.0.0.1:8888",
+		"address to serve the extender API on; loopback serves a kube-scheduler in the same pod, another address needs TLS "+
+			"(--tls-cert, --tls-key) or --insecure-listen")
+	fl.BoolVar(&f.cfg.Insecure, "insecure-listen", false,
+		"allow plain HTTP on an address other than loopback: anyone who reaches it can read the pods and nodes the scheduler sends "+
+			"and answer for the extender")
 	fl.StringVar(&f.cfg.CertFile, "tls-cert", "", "PEM certificate file: serve HTTPS (with --tls-key)")
 	fl.StringVar(&f.cfg.KeyFile, "tls-key", "", "PEM private key file: serve HTTPS (with --tls-cert)")
 	fl.Var(&f.cfg.DefaultGroup, "default-group", "group of pods without core-scheduling labels, as the agents' --coresched-default-group")
@@ -64,6 +72,9 @@ func runExtender(ctx context.Context, f extenderFlags, logOut io.Writer) error {
 	}
 	if (f.cfg.CertFile == "") != (f.cfg.KeyFile == "") {
 		return fmt.Errorf("flags --tls-cert and --tls-key: give both or neither")
+	}
+	if _, err := extender.CheckListen(f.cfg); err != nil {
+		return fmt.Errorf("flag --listen %w", err)
 	}
 	client, err := clientset.New(f.kubeconfig, "podfence-extender")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/podfence/podfence/internal/admission"
 	"github.com/podfence/podfence/internal/coresched"
 	csenforce "github.com/podfence/podfence/internal/coresched/enforce"
 	"github.com/podfence/podfence/internal/coresched/kernel"
@@ -28,10 +29,36 @@ func addCoreSchedFlags(fl *pflag.FlagSet, f *agentFlags) {
 	fl.Var(&c.Policy, "coresched-policy",
 		"a pod that asks for a group or exclusive where cookies cannot be made: strict refuses its containers, best-effort runs "+
 			"them and reports it")
+	fl.Var(&profilesFlag{shared: &c.Shared}, "coresched-profiles",
+		"the webhook's core-scheduling profiles (YAML list; the same file): a group a profile gives is shared by its namespaces, "+
+			"and any other labelled group is its pod's namespace's alone (empty: no group spans namespaces). Read at start")
 	fl.DurationVar(&c.ReconcileEvery, "coresched-reconcile-interval", 10*time.Second,
 		"how often every container task's cookie is checked and repaired")
 	fl.StringVar(&c.ProcRoot, "proc", "/proc", "root of the host's proc tree (the agent needs the host PID namespace)")
 }
+
+// profilesFlag reads the profile file when the flag is set and keeps the groups it shares.
+type profilesFlag struct {
+	path   string
+	shared *coresched.SharedGroups
+}
+
+func (p *profilesFlag) String() string { return p.path }
+
+func (p *profilesFlag) Set(path string) error {
+	var shared coresched.SharedGroups
+	if path != "" {
+		ps, err := admission.LoadProfiles(path)
+		if err != nil {
+			return err
+		}
+		shared = admission.SharedGroups(ps)
+	}
+	p.path, *p.shared = path, shared
+	return nil
+}
+
+func (*profilesFlag) Type() string { return "file" }
 
 func newCoreSchedCmd() *cobra.Command {
 	cmd := &cobra.Command{

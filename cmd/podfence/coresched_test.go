@@ -70,3 +70,44 @@ func TestCoreSchedFlags(t *testing.T) {
 		t.Errorf("bad policy: %v", err)
 	}
 }
+
+// TestCoreSchedProfilesFlag: the agent reads the webhook's profile file (deploy's) for the
+// groups it shares; a labelled group outside them is its namespace's.
+func TestCoreSchedProfilesFlag(t *testing.T) {
+	var f agentFlags
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	addCoreSchedFlags(fs, &f)
+	deployed := "../../deploy/webhook/coresched-profiles.yaml"
+	if err := fs.Parse([]string{"--coresched-profiles", deployed}); err != nil {
+		t.Fatal(err)
+	}
+	shared := f.cfg.CoreSched.Shared
+	if got, want := shared.String(), "telco-dataplane=telco tenant-a=tenant-a,tenant-a-staging"; got != want {
+		t.Errorf("shared groups %q, want %q", got, want)
+	}
+	for ns, want := range map[string]string{"tenant-a": "group:tenant-a", "tenant-a-staging": "group:tenant-a",
+		"tenant-b": "group:tenant-b/tenant-a"} {
+		g, err := coresched.GroupFor(coresched.ByNamespace, shared, coresched.Pod{Namespace: ns,
+			Labels: map[string]string{coresched.KoordLabelGroup: "tenant-a"}})
+		if err != nil || g.ID() != want {
+			t.Errorf("%s: group %q, %v; want %q", ns, g.ID(), err, want)
+		}
+	}
+	if got := fs.Lookup("coresched-profiles").Value.String(); got != deployed {
+		t.Errorf("flag value %q", got)
+	}
+
+	bad := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(bad, []byte("- {group: 'a b'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := fs.Parse([]string{"--coresched-profiles", bad})
+	if want := `invalid argument "` + bad + `" for "--coresched-profiles" flag: core-scheduling profiles ` + bad +
+		`: profile 0: label podfence.io/core-sched-group="a b": group name has the character ' ' (want letters, digits, '-', '_' ` +
+		`or '.')`; err == nil || err.Error() != want {
+		t.Errorf("bad profiles: %v\nwant %s", err, want)
+	}
+	if err := fs.Parse([]string{"--coresched-profiles", ""}); err != nil || f.cfg.CoreSched.Shared.Len() != 0 {
+		t.Errorf("empty: %v, %v: want no shared group", err, f.cfg.CoreSched.Shared)
+	}
+}

@@ -48,7 +48,9 @@ func (c *Config) knownPools() []string {
 // Profile gives the pods it selects a core-scheduling group, like a Koordinator colocation
 // profile. A pod matches when its namespace is one of Namespaces (any namespace when empty)
 // and PodSelector selects its labels (any pod when nil). Group or Policy must be set: they
-// become the labels coresched.LabelGroup and coresched.LabelPolicy.
+// become the labels coresched.LabelGroup and coresched.LabelPolicy. A profile's Group is
+// shared by its Namespaces (every namespace when empty): the only way a group spans
+// namespaces (SharedGroups, docs/tenancy.md).
 type Profile struct {
 	Name        string                `json:"name,omitempty"` // names the profile in warnings
 	Namespaces  []string              `json:"namespaces,omitempty"`
@@ -131,7 +133,7 @@ func (p *Profile) compile() error {
 	if p.Group == "" && p.Policy == "" {
 		return errors.New("sets neither group nor policy (want a group name, or policy exclusive or none)")
 	}
-	if _, err := coresched.GroupFor(coresched.ByNamespace, coresched.Pod{Labels: p.labels()}); err != nil {
+	if _, err := coresched.RequestOf(p.labels()); err != nil {
 		return err
 	}
 	if p.PodSelector != nil {

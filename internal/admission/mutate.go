@@ -78,17 +78,14 @@ func amountsByContainer(reqs map[string]poolRequest) map[string]map[string]int64
 	return byCtr
 }
 
-// profileFor returns the first profile that matches a pod without core-scheduling labels.
+// profileFor returns the first profile that matches a pod without core-scheduling labels. A
+// pod with labels keeps them; Validate refuses them if they contradict the profile.
 func profileFor(pod *corev1.Pod, cfg *Config) (Profile, bool) {
-	if cfg == nil || hasCoreSchedLabel(pod.Labels) {
+	if hasCoreSchedLabel(pod.Labels) {
 		return Profile{}, false
 	}
-	for _, p := range cfg.Profiles {
-		if p.matches(pod.Namespace, pod.Labels) {
-			return p, true
-		}
-	}
-	return Profile{}, false
+	_, p, ok := firstProfile(cfg, pod)
+	return p, ok
 }
 
 // hasCoreSchedLabel reports whether any podfence or Koordinator core-scheduling label is set.

@@ -64,11 +64,12 @@ func TestMutate(t *testing.T) {
 			labels: map[string]string{"podfence.io/core-sched-policy": "exclusive"}},
 		{name: "profile: matchExpressions and the second namespace", pod: testPod("tenant-a-dev", ctr("c")),
 			labels: map[string]string{"podfence.io/core-sched-group": "tenant-a"}},
-		{name: "profile: not for a pod with its own group", pod: testPod("batch", "label:podfence.io/core-sched-group=mine", ctr("job")),
-			labels: map[string]string{"podfence.io/core-sched-group": "mine"}},
+		{name: "profile: not for a pod with its own label (that agrees: see TestTenancy)", pod: testPod("telco", "label:tier=dataplane",
+			"label:koordinator.sh/core-sched-group-id=dataplane", ctr("fwd")),
+			labels: map[string]string{"tier": "dataplane", "koordinator.sh/core-sched-group-id": "dataplane"}},
 		{name: "profile: not for a pod with a Koordinator policy", pod: testPod("batch",
-			"label:koordinator.sh/core-sched-policy=none", ctr("job")),
-			labels: map[string]string{"koordinator.sh/core-sched-policy": "none"}},
+			"label:koordinator.sh/core-sched-policy=exclusive", ctr("job")),
+			labels: map[string]string{"koordinator.sh/core-sched-policy": "exclusive"}},
 		{name: "profile: no profile for the namespace", pod: testPod("other", ctr("c"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,12 +92,12 @@ func TestBadRequests(t *testing.T) {
 		{name: "a quantity with a huge exponent", body: review(replace(`"podfence.io/exclusive_dp":"1"`,
 			`"podfence.io/exclusive_dp":"1e-999999999"`)), status: 400,
 			msg: `pod field spec.containers[0].resources.limits["podfence.io/exclusive_dp"]: the quantity "1e-999999999" is too ` +
-				`costly to parse: want at most 1000 characters and an exponent of at most 5 digits`},
+				`costly to parse: want at most 1000 characters and an exponent of at most 3 digits`},
 		{name: "a quantity too long", body: review(replace(`"podfence.io/exclusive_dp":"1"`,
 			`"podfence.io/exclusive_dp":"`+strings.Repeat("9", 1001)+`"`)), status: 400,
 			msg: `pod field spec.containers[0].resources.limits["podfence.io/exclusive_dp"]: the quantity ` +
 				`"9999999999999999999999999999999999999999"… (1001 bytes) is too costly to parse: want at most 1000 characters and an ` +
-				`exponent of at most 5 digits`},
+				`exponent of at most 3 digits`},
 		{name: "not JSON content", contentType: "text/plain", body: review(replace("", "")), status: 415,
 			msg: `content type "text/plain": want application/json`},
 		{name: "too large", body: bytes.Repeat([]byte(" "), MaxReviewBytes+1), status: 413, msg: "request body over 4194304 bytes"},

@@ -28,7 +28,9 @@ func Validate(pod *corev1.Pod, cfg *Config) error {
 	if err == nil {
 		errs = append(errs, checkEPC(pod, epcWant)...)
 	}
-	_, err = coresched.GroupFor(coresched.ByNamespace, coresched.Pod{UID: string(pod.UID), Namespace: pod.Namespace, Labels: pod.Labels})
+	if _, err = coresched.RequestOf(pod.Labels); err == nil {
+		err = checkTenancy(pod, cfg)
+	}
 	errs = append(errs, err)
 	return errors.Join(errs...)
 }

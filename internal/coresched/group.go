@@ -2,7 +2,7 @@
 // every task a cookie, and only tasks with the same cookie run on the two threads of one
 // physical core at once (Documentation/admin-guide/hw-vuln/core-scheduling.rst). A Group is
 // the set of pods whose containers share one cookie. GroupFor maps a pod to its group from
-// its labels and the node policy; it is pure.
+// its labels, the node policy and the groups the cluster operator shares; it is pure.
 //
 // Labels (Koordinator's accepted as aliases; podfence's win when both are set):
 //
@@ -12,6 +12,11 @@
 // The policy overrides the group, as in Koordinator: "exclusive" puts the pod in a group of
 // its own, "none" gives it cookie 0 (no core scheduling). Pods without labels get the node's
 // default group: their namespace (default), the pod alone, or none.
+//
+// A group name is namespaced (docs/tenancy.md): group X of a pod in namespace N is N's group
+// X, whatever other namespaces call theirs, unless SharedGroups (the operator's profiles)
+// share X among a set of namespaces that includes N. A pod author's label never reaches
+// across namespaces.
 //
 // Manager is the agent side, an NRI extension: it gives a container's init process its
 // group's cookie at StartContainer, before the entrypoint runs; tasks that enter later get
@@ -77,11 +82,14 @@ func (*DefaultGroup) Type() string { return "namespace|pod|none" }
 // Group is a set of pods that share one cookie. The zero Group is "no cookie" (cookie 0).
 // Groups are values: compare them with ==.
 type Group struct {
-	id       string // "" for no cookie; else "group:<name>", "ns:<namespace>" or "pod:<uid>"
+	id       string // "" for no cookie; else "group:<ns>/<name>", "group:<name>", "ns:<ns>" or "pod:<uid>"
 	explicit bool   // asked for by the pod's labels rather than by the node default
 }
 
-// ID names the group ("group:web", "ns:shop", "pod:<uid>"); "" for no cookie.
+// ID names the group: "group:shop/web" (namespace shop's group web), "group:web" (group web
+// the operator shares among namespaces), "ns:shop" (namespace default), "pod:<uid>"
+// (exclusive); "" for no cookie. Neither names nor namespaces contain '/', so IDs of
+// different groups differ.
 func (g Group) ID() string { return g.id }
 
 // None reports whether the group means cookie 0.
@@ -117,39 +125,58 @@ func (e *LabelError) Error() string {
 
 func (e *LabelError) Unwrap() error { return e.Err }
 
-// GroupFor returns pod's group; def groups pods without labels (ByNamespace when empty).
-// Whether the node can give the group a cookie is the caller's question: an Explicit group
-// on a node without core scheduling is to be refused or reported.
-func GroupFor(def DefaultGroup, pod Pod) (Group, error) {
-	policyKey, policy := label(pod.Labels, LabelPolicy, KoordLabelPolicy)
-	groupKey, group := label(pod.Labels, LabelGroup, KoordLabelGroup)
-	var g Group
-	switch policy {
-	case PolicyExclusive:
-		g = Group{id: "pod:" + pod.UID, explicit: true}
-	case PolicyNone:
-		g = Group{explicit: true}
-	case PolicyDefault:
-		if err := checkName(group); err != nil {
-			return Group{}, &LabelError{Key: groupKey, Value: group, Err: err}
-		}
-		if group != "" {
-			g = Group{id: "group:" + group, explicit: true}
-			break
-		}
-		switch def {
-		case ByPod:
-			g = Group{id: "pod:" + pod.UID}
-		case NoGroup:
-			g = Group{}
-		default:
-			g = Group{id: "ns:" + pod.Namespace}
-		}
+// Request is what a pod's core-scheduling labels ask for: the policy and the group name,
+// each with the label key it was read from (podfence's, or else Koordinator's alias).
+type Request struct {
+	PolicyKey, Policy string
+	GroupKey, Group   string
+}
+
+// RequestOf reads a pod's core-scheduling labels and checks their values.
+func RequestOf(labels map[string]string) (Request, error) {
+	var r Request
+	r.PolicyKey, r.Policy = label(labels, LabelPolicy, KoordLabelPolicy)
+	r.GroupKey, r.Group = label(labels, LabelGroup, KoordLabelGroup)
+	switch r.Policy {
+	case PolicyExclusive, PolicyNone, PolicyDefault:
 	default:
-		return Group{}, &LabelError{Key: policyKey, Value: policy,
+		return Request{}, &LabelError{Key: r.PolicyKey, Value: r.Policy,
 			Err: fmt.Errorf("unknown policy (want %q, %q or empty)", PolicyExclusive, PolicyNone)}
 	}
-	return g, nil
+	if r.Policy == PolicyDefault {
+		if err := checkName(r.Group); err != nil {
+			return Request{}, &LabelError{Key: r.GroupKey, Value: r.Group, Err: err}
+		}
+	}
+	return r, nil
+}
+
+// GroupFor returns pod's group; def groups pods without labels (ByNamespace when empty), and
+// shared says which labelled groups span namespaces (the zero value: none). Whether the node
+// can give the group a cookie is the caller's question: an Explicit group on a node without
+// core scheduling is to be refused or reported.
+func GroupFor(def DefaultGroup, shared SharedGroups, pod Pod) (Group, error) {
+	r, err := RequestOf(pod.Labels)
+	if err != nil {
+		return Group{}, err
+	}
+	switch {
+	case r.Policy == PolicyExclusive:
+		return Group{id: "pod:" + pod.UID, explicit: true}, nil
+	case r.Policy == PolicyNone:
+		return Group{explicit: true}, nil
+	case r.Group != "" && shared.Joins(r.Group, pod.Namespace):
+		return Group{id: "group:" + r.Group, explicit: true}, nil
+	case r.Group != "":
+		return Group{id: "group:" + pod.Namespace + "/" + r.Group, explicit: true}, nil
+	}
+	switch def {
+	case ByPod:
+		return Group{id: "pod:" + pod.UID}, nil
+	case NoGroup:
+		return Group{}, nil
+	}
+	return Group{id: "ns:" + pod.Namespace}, nil
 }
 
 // label returns the podfence label if set, else the Koordinator alias.

@@ -1,7 +1,6 @@
 package extender
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -75,7 +74,7 @@ func BenchmarkPrioritize1000Nodes(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				w := httptest.NewRecorder()
-				bc.h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, bc.path, bytes.NewReader(body)))
+				bc.h.ServeHTTP(w, jsonPost(bc.path, body))
 				if w.Code != http.StatusOK {
 					b.Fatalf("%s: %d %s", bc.path, w.Code, w.Body)
 				}

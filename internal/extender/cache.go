@@ -50,9 +50,13 @@ func NewCache(def coresched.DefaultGroup, log *slog.Logger) *Cache {
 }
 
 // PodFor is what scoring needs of pod; an unusable group label is returned as an error
-// (the agent refuses such pods).
+// (the agent refuses such pods). The extender reads no profiles, so it takes every labelled
+// group as its namespace's: namespaces' groups of one name are never merged, and a group the
+// operator shares among namespaces counts once per namespace, which only makes the density
+// score cautious (docs/tenancy.md).
 func PodFor(def coresched.DefaultGroup, pod *corev1.Pod) (Pod, error) {
-	g, err := coresched.GroupFor(def, coresched.Pod{UID: string(pod.UID), Namespace: pod.Namespace, Labels: pod.Labels})
+	g, err := coresched.GroupFor(def, coresched.SharedGroups{},
+		coresched.Pod{UID: string(pod.UID), Namespace: pod.Namespace, Labels: pod.Labels})
 	p := Pod{Group: g, MilliCPU: milliCPU(pod)}
 	p.Exclusive = g.Explicit() && !g.None() && labelPolicy(pod.Labels) == coresched.PolicyExclusive
 	return p, err

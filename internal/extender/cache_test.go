@@ -31,7 +31,7 @@ func TestCacheFromInformers(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Facts{Known: true, CoreSched: true, Cores: 8, ThreadsPerCore: 2, Groups: 2, HasGroup: true, BusyCores: 1}
-	if got := facts(c, "a", "group:web"); got != want {
+	if got := facts(c, "a", "group:shop/web"); got != want {
 		t.Fatalf("after sync: %+v, want %+v", got, want)
 	}
 	pods := client.CoreV1().Pods("shop")
@@ -48,7 +48,7 @@ func TestCacheFromInformers(t *testing.T) {
 	if _, err := pods.Update(ctx, done, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Eventually(t, "the finished pod to leave", func() bool { return !facts(c, "a", "group:web").HasGroup })
+	testwait.Eventually(t, "the finished pod to leave", func() bool { return !facts(c, "a", "group:shop/web").HasGroup })
 	if err := pods.Delete(ctx, "e1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +96,33 @@ func TestCacheCounts(t *testing.T) {
 	c.DeletePod(p.UID)
 	if c.Len() != 1 {
 		t.Errorf("Len = %d, want 1 (a)", c.Len())
+	}
+}
+
+// TestCacheGroupsByNamespace: the extender scores with the agents' group identity, so one
+// label in two namespaces is two groups: a pod of namespace b named like a's group does not
+// "share" a's group on a node.
+func TestCacheGroupsByNamespace(t *testing.T) {
+	c := NewCache(coresched.ByNamespace, quiet())
+	c.SetNode(testNode("n", "supported", 8, 16))
+	c.SetPod(testPod("a", "a1", "n", 500, coresched.LabelGroup, "tenant-a"))
+	c.SetPod(testPod("a", "a2", "n", 500, coresched.KoordLabelGroup, "tenant-a"))
+	for _, tc := range []struct {
+		pod      *corev1.Pod
+		hasGroup bool
+	}{
+		{pod: testPod("a", "a3", "", 500, coresched.LabelGroup, "tenant-a"), hasGroup: true},
+		{pod: testPod("b", "b1", "", 500, coresched.LabelGroup, "tenant-a")},
+		{pod: testPod("b", "b2", "", 500, coresched.KoordLabelGroup, "tenant-a")},
+	} {
+		p, err := PodFor(coresched.ByNamespace, tc.pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := facts(c, "n", p.Group.ID())
+		if f.Groups != 1 || f.HasGroup != tc.hasGroup {
+			t.Errorf("pod %s/%s (group %s): %+v, want 1 group on the node, HasGroup %v", tc.pod.Namespace, tc.pod.Name, p.Group,
+				f, tc.hasGroup)
+		}
 	}
 }

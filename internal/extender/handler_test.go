@@ -78,8 +78,8 @@ func TestFilter(t *testing.T) {
 		refused   map[string]string
 	}{
 		{name: "explicit group", pod: webPod, pass: []string{"a", "b"}, refused: map[string]string{
-			"old": "podfence: pod asks for core-scheduling group group:web; node has podfence.io/core-sched=unsupported",
-			"gone": "podfence: pod asks for core-scheduling group group:web; node has no podfence.io/core-sched label (no podfence " +
+			"old": "podfence: pod asks for core-scheduling group group:shop/web; node has podfence.io/core-sched=unsupported",
+			"gone": "podfence: pod asks for core-scheduling group group:shop/web; node has no podfence.io/core-sched label (no podfence " +
 				"agent has reported it)"}},
 		{name: "implicit group", pod: `{"metadata":{"name":"p","namespace":"shop","uid":"u3"}}`, pass: []string{"a", "b", "old", "gone"}},
 		{name: "policy none", pod: `{"metadata":{"name":"p","namespace":"shop","uid":"u4","labels":{"podfence.io/core-sched-policy":"none"}}}`,

@@ -83,15 +83,25 @@ func unwrap(o any) any {
 // Config is what Run needs.
 type Config struct {
 	Client       kubernetes.Interface
-	Address      string // listen address, e.g. ":8443"
+	Address      string // listen address, e.g. "127.0.0.1:8888"
 	DefaultGroup coresched.DefaultGroup
 	// CertFile and KeyFile, if both set, serve HTTPS.
 	CertFile, KeyFile string
+	// Insecure allows plain HTTP on an address other than loopback (CheckListen).
+	Insecure bool
 }
 
 // Run fills a Cache from the API server, then serves the extender API on cfg.Address until
 // ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	insecure, err := CheckListen(cfg)
+	if err != nil {
+		return fmt.Errorf("listen address %w", err)
+	}
+	if insecure {
+		log.Warn("serving plain HTTP on an address other than loopback (--insecure-listen): whoever reaches it can read "+
+			"what the scheduler sends and answer for it", "address", cfg.Address)
+	}
 	c := NewCache(cfg.DefaultGroup, log)
 	start := time.Now()
 	if err := Watch(ctx, cfg.Client, c); err != nil {
@@ -102,7 +112,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: NewHandler(c, cfg.DefaultGroup, log), ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(NewHandler(c, cfg.DefaultGroup, log), serverTimeouts, log)
 	done := make(chan error, 1)
 	go func() {
 		if cfg.CertFile != "" && cfg.KeyFile != "" {

@@ -9,7 +9,8 @@ import (
 
 func group(t *testing.T, labels map[string]string) Pod {
 	t.Helper()
-	g, err := coresched.GroupFor(coresched.ByNamespace, coresched.Pod{UID: "u1", Namespace: "shop", Labels: labels})
+	g, err := coresched.GroupFor(coresched.ByNamespace, coresched.SharedGroups{},
+		coresched.Pod{UID: "u1", Namespace: "shop", Labels: labels})
 	if err != nil {
 		t.Fatal(err)
 	}

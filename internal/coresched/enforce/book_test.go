@@ -56,7 +56,8 @@ func TestConverge(t *testing.T) {
 
 func TestBook(t *testing.T) {
 	b := newBook()
-	g, _ := coresched.GroupFor(coresched.ByNamespace, coresched.Pod{Namespace: "ns", Labels: map[string]string{coresched.LabelGroup: "a"}})
+	g, _ := coresched.GroupFor(coresched.ByNamespace, coresched.SharedGroups{},
+		coresched.Pod{Namespace: "ns", Labels: map[string]string{coresched.LabelGroup: "a"}})
 	b.put(member{ID: "x", Group: g, Cgroup: "/x", State: StateOK}, 7)
 	b.put(member{ID: "y", Group: g, Cgroup: "/y", State: StateOK}, 7)
 	b.put(member{ID: "n", Group: coresched.Group{}, Cgroup: "/n", State: StateNone}, 0)
@@ -76,7 +77,7 @@ func TestBook(t *testing.T) {
 	if ids := ids(b.list()); !slices.Equal(ids, []string{"n", "x", "y"}) {
 		t.Errorf("list %v: want every member by ID", ids)
 	}
-	if f := b.remove("y"); f != "group:a" || b.cookie(g) != 0 {
+	if f := b.remove("y"); f != "group:ns/a" || b.cookie(g) != 0 {
 		t.Errorf("remove last member: forgot %q, cookie %v", f, b.cookie(g))
 	}
 	if f := b.remove("y"); f != "" {

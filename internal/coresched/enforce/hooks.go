@@ -20,9 +20,11 @@ var (
 	_ nriplugin.Synchronizer     = (*Manager)(nil)
 )
 
-// groupOf maps an NRI pod to its group.
+// groupOf maps an NRI pod to its group: a labelled group is its namespace's unless the
+// operator shares it with that namespace.
 func (m *Manager) groupOf(pod *api.PodSandbox) (coresched.Group, error) {
-	return coresched.GroupFor(m.cfg.DefaultGroup, coresched.Pod{UID: pod.GetUid(), Namespace: pod.GetNamespace(), Labels: pod.GetLabels()})
+	return coresched.GroupFor(m.cfg.DefaultGroup, m.cfg.Shared,
+		coresched.Pod{UID: pod.GetUid(), Namespace: pod.GetNamespace(), Labels: pod.GetLabels()})
 }
 
 // CreateContainer refuses a container whose pod explicitly asks for core scheduling

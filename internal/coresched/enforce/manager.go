@@ -31,6 +31,9 @@ type Config struct {
 	Disabled     bool
 	DefaultGroup coresched.DefaultGroup
 	Policy       coresched.Policy
+	// Shared are the groups the operator's profiles share across namespaces; any other
+	// labelled group is its namespace's (coresched.GroupFor).
+	Shared coresched.SharedGroups
 	// ProcRoot ("/proc") and CgroupRoot ("/sys/fs/cgroup") are the host's trees.
 	ProcRoot, CgroupRoot string
 	// ReconcileEvery is the period of the cgroup.procs sweep (default 10 s).
@@ -97,8 +100,8 @@ func New(cfg Config, k Kernel, reg prometheus.Registerer, log *slog.Logger) (*Ma
 			"policy", cfg.Policy, "explicitGroups", map[coresched.Policy]string{coresched.Strict: "refused",
 				coresched.BestEffort: "reported"}[cfg.Policy])
 	} else {
-		log.Info("core scheduling on", "policy", cfg.Policy, "defaultGroup", cfg.DefaultGroup, "cgroups", cg.String(),
-			"reconcileEvery", cfg.ReconcileEvery)
+		log.Info("core scheduling on", "policy", cfg.Policy, "defaultGroup", cfg.DefaultGroup, "sharedGroups", cfg.Shared.String(),
+			"cgroups", cg.String(), "reconcileEvery", cfg.ReconcileEvery)
 	}
 	return m, nil
 }

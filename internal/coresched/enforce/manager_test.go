@@ -45,7 +45,7 @@ func TestCreateContainerPolicy(t *testing.T) {
 		{name: "no SMT, unlabelled: report only", probe: noSMT},
 		{name: "no SMT, policy none", probe: noSMT, labels: []string{coresched.LabelPolicy, "none"}},
 		{name: "no SMT, explicit group, strict", probe: noSMT, labels: []string{coresched.LabelGroup, "a"},
-			err: "pod asks for core-scheduling group group:a, but this node cannot give it a cookie: probe: fake probe: " +
+			err: "pod asks for core-scheduling group group:shop/a, but this node cannot give it a cookie: probe: fake probe: " +
 				"no SMT: core scheduling needs sibling hyperthreads (run it on a node with SMT and core scheduling, " +
 				"or set the agent's --coresched-policy best-effort)"},
 		{name: "no SMT, Koordinator exclusive, strict", probe: noSMT, labels: []string{coresched.KoordLabelPolicy, "exclusive"},

@@ -21,8 +21,9 @@ type Report struct {
 	Reason       string                      `json:"reason,omitempty"` // why no cookies can be made
 	Policy       coresched.Policy            `json:"policy"`
 	DefaultGroup coresched.DefaultGroup      `json:"defaultGroup"`
-	Watching     bool                        `json:"watching"` // the process-event watcher is subscribed
-	Groups       int                         `json:"groups"`   // groups with a cookie
+	SharedGroups map[string][]string         `json:"sharedGroups,omitempty"` // group → namespaces ("*": every one)
+	Watching     bool                        `json:"watching"`               // the process-event watcher is subscribed
+	Groups       int                         `json:"groups"`                 // groups with a cookie
 	Containers   []status.CoreSchedContainer `json:"containers,omitempty"`
 }
 
@@ -31,7 +32,7 @@ func (m *Manager) State() any {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := Report{Supported: m.unusable == nil, Policy: m.cfg.Policy, DefaultGroup: m.cfg.DefaultGroup,
-		Watching: m.watching, Groups: len(m.book.groups)}
+		SharedGroups: m.cfg.Shared.Map(), Watching: m.watching, Groups: len(m.book.groups)}
 	if m.unusable != nil {
 		s.Reason = m.unusable.Error()
 	}

@@ -1,35 +1,72 @@
-package admission
+package quantityguard
 
 import (
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// A shape says where decoding JSON into a Go type parses a resource.Quantity. A nil *shape
+// A Shape says where decoding JSON into a Go type parses a resource.Quantity. A nil *Shape
 // is a type that holds none, whose JSON nothing needs to look at.
-type shape struct {
+type Shape struct {
 	quantity bool              // the type is resource.Quantity
-	fields   map[string]*shape // a struct's fields that hold quantities, by JSON name
-	elem     *shape            // the element of a slice, array or map
+	fields   map[string]*Shape // a struct's fields that hold quantities, by JSON name
+	elem     *Shape            // the element of a slice, array or map
 	isMap    bool
 }
 
 var quantityType = reflect.TypeFor[resource.Quantity]()
 
-// podShape is the shape of corev1.Pod.
-var podShape = sync.OnceValue(func() *shape { return shapeOf(reflect.TypeFor[corev1.Pod]()) })
+// shapes caches ShapeOf by type.
+var shapes sync.Map // reflect.Type → *Shape
 
-// shapeOf returns the shape of t, following encoding/json's field rules (case-sensitive
-// names, as sigs.k8s.io/json decodes them).
-func shapeOf(t reflect.Type) *shape {
+// ShapeOf returns the shape of t (computed once per type), following encoding/json's field
+// rules with case-sensitive names, as sigs.k8s.io/json decodes them: documents checked with
+// it must be decoded case-sensitively (kjson.UnmarshalCaseSensitivePreserveInts). The type
+// must decode as the shape sees it: no interface, and no custom decoding of a type that
+// holds a quantity but Quantity's own (DecodesAsWalked).
+func ShapeOf(t reflect.Type) *Shape {
+	if s, ok := shapes.Load(t); ok {
+		return s.(*Shape)
+	}
+	s, _ := shapes.LoadOrStore(t, shapeOf(t))
+	return s.(*Shape)
+}
+
+// For is ShapeOf the type T.
+func For[T any]() *Shape { return ShapeOf(reflect.TypeFor[T]()) }
+
+// DecodesAsWalked names the types under t that decoding reads in a way a Shape cannot see:
+// an interface, or a type other than Quantity that holds one and decodes itself. A type whose
+// documents are checked must have none (test it).
+func DecodesAsWalked(t reflect.Type) error {
+	graph := typeGraph(t)
+	holds := holdsQuantity(graph)
+	unmarshaler, textUnmarshaler := reflect.TypeFor[json.Unmarshaler](), reflect.TypeFor[encoding.TextUnmarshaler]()
+	var errs []error
+	for typ := range graph {
+		p := reflect.PointerTo(typ)
+		switch {
+		case typ.Kind() == reflect.Interface:
+			errs = append(errs, fmt.Errorf("%v: an interface under %v", typ, t))
+		case typ != quantityType && holds[typ] && (p.Implements(unmarshaler) || p.Implements(textUnmarshaler)):
+			errs = append(errs, fmt.Errorf("%v holds a quantity and decodes itself", typ))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func shapeOf(t reflect.Type) *Shape {
 	holds := holdsQuantity(typeGraph(t))
-	built := map[reflect.Type]*shape{}
-	var build func(reflect.Type) *shape
-	build = func(t reflect.Type) *shape {
+	built := map[reflect.Type]*Shape{}
+	var build func(reflect.Type) *Shape
+	build = func(t reflect.Type) *Shape {
 		t = deref(t)
 		if !holds[t] {
 			return nil
@@ -37,7 +74,7 @@ func shapeOf(t reflect.Type) *shape {
 		if s, ok := built[t]; ok {
 			return s
 		}
-		s := &shape{}
+		s := &Shape{}
 		built[t] = s
 		switch t.Kind() {
 		case reflect.Struct:
@@ -45,7 +82,7 @@ func shapeOf(t reflect.Type) *shape {
 				s.quantity = true
 				break
 			}
-			s.fields = map[string]*shape{}
+			s.fields = map[string]*Shape{}
 			for _, f := range jsonFields(t) {
 				if fs := build(f.typ); fs != nil {
 					s.fields[f.name] = fs

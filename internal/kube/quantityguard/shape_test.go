@@ -1,4 +1,4 @@
-package admission
+package quantityguard
 
 import (
 	"encoding"
@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	kjson "sigs.k8s.io/json"
 )
 
@@ -25,47 +26,58 @@ func TestReviewHoldsNoQuantity(t *testing.T) {
 	}
 }
 
-// TestPodShapeCoversEveryQuantity: in a pod with every field set, every Quantity (a count
-// by reflection) is visited, under the name encoding/json gives it.
-func TestPodShapeCoversEveryQuantity(t *testing.T) {
-	var pod corev1.Pod
-	set := fill(reflect.ValueOf(&pod).Elem(), 0)
-	raw, err := json.Marshal(&pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var paths []string
-	err = walkQuantities(raw, podShape(), func(path string, text []byte) error {
-		if string(text) != "7" {
-			t.Errorf("%s: text %q, want 7", path, text)
-		}
-		paths = append(paths, path)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) != set || set < 10 {
-		t.Errorf("visited %d quantities, set %d:\n%s", len(paths), set, strings.Join(paths, "\n"))
-	}
-	for _, want := range []string{
-		`spec.containers[0].resources.limits["k"]`, `spec.initContainers[0].resources.requests["k"]`,
-		`spec.ephemeralContainers[0].resources.limits["k"]`, `spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor`,
-		`spec.volumes[0].emptyDir.sizeLimit`, `spec.volumes[0].downwardAPI.items[0].resourceFieldRef.divisor`,
-		`spec.volumes[0].projected.sources[0].downwardAPI.items[0].resourceFieldRef.divisor`,
-		`spec.volumes[0].ephemeral.volumeClaimTemplate.spec.resources.requests["k"]`, `spec.overhead["k"]`,
-		`spec.resources.limits["k"]`, `status.containerStatuses[0].allocatedResources["k"]`,
+// TestShapeCoversEveryQuantity: in a pod, and in ExtenderArgs, with every field set, every
+// Quantity (a count by reflection) is visited, under the name encoding/json gives it.
+func TestShapeCoversEveryQuantity(t *testing.T) {
+	for _, tc := range []struct {
+		doc  any
+		want []string
+	}{
+		{&corev1.Pod{}, []string{
+			`spec.containers[0].resources.limits["k"]`, `spec.initContainers[0].resources.requests["k"]`,
+			`spec.ephemeralContainers[0].resources.limits["k"]`, `spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor`,
+			`spec.volumes[0].emptyDir.sizeLimit`, `spec.volumes[0].downwardAPI.items[0].resourceFieldRef.divisor`,
+			`spec.volumes[0].projected.sources[0].downwardAPI.items[0].resourceFieldRef.divisor`,
+			`spec.volumes[0].ephemeral.volumeClaimTemplate.spec.resources.requests["k"]`, `spec.overhead["k"]`,
+			`spec.resources.limits["k"]`, `status.containerStatuses[0].allocatedResources["k"]`,
+		}},
+		{&extenderv1.ExtenderArgs{}, []string{
+			`Pod.spec.containers[0].resources.limits["k"]`, `Pod.spec.overhead["k"]`,
+			`Nodes.items[0].status.capacity["k"]`, `Nodes.items[0].status.allocatable["k"]`,
+		}},
 	} {
-		if !slices.Contains(paths, want) {
-			t.Errorf("%s not visited", want)
+		typ := reflect.TypeOf(tc.doc).Elem()
+		set := fill(reflect.ValueOf(tc.doc).Elem(), 0)
+		raw, err := json.Marshal(tc.doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		err = Walk(raw, ShapeOf(typ), func(path string, text []byte) error {
+			if string(text) != "7" {
+				t.Errorf("%v: %s: text %q, want 7", typ, path, text)
+			}
+			paths = append(paths, path)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(paths) != set || set < 10 {
+			t.Errorf("%v: visited %d quantities, set %d:\n%s", typ, len(paths), set, strings.Join(paths, "\n"))
+		}
+		for _, want := range tc.want {
+			if !slices.Contains(paths, want) {
+				t.Errorf("%v: %s not visited", typ, want)
+			}
 		}
 	}
 }
 
-// TestJSONFieldsAsEncodingJSON: for every struct type of a pod (and one with embedding,
+// TestJSONFieldsAsEncodingJSON: for every struct type of ExtenderArgs, pod and nodes (and one with embedding,
 // shadowing and skipped fields), jsonFields names the keys encoding/json writes.
 func TestJSONFieldsAsEncodingJSON(t *testing.T) {
-	types := slices.Collect(maps.Keys(typeGraph(reflect.TypeFor[corev1.Pod]())))
+	types := slices.Collect(maps.Keys(typeGraph(reflect.TypeFor[extenderv1.ExtenderArgs]()))) // a pod and nodes
 	types = append(types, reflect.TypeFor[embedding]())
 	marshaler, textMarshaler := reflect.TypeFor[json.Marshaler](), reflect.TypeFor[encoding.TextMarshaler]()
 	checked := 0
@@ -117,22 +129,32 @@ type embedded struct {
 
 type Embedded struct{ C *resource.Quantity }
 
-// TestPodDecodesAsWalked: no type of a pod decodes in a way the shape cannot see: no
-// interface, and no custom decoding of a type that holds a quantity, but Quantity's own.
-func TestPodDecodesAsWalked(t *testing.T) {
-	graph := typeGraph(reflect.TypeFor[corev1.Pod]())
-	holds := holdsQuantity(graph)
-	unmarshaler, textUnmarshaler := reflect.TypeFor[json.Unmarshaler](), reflect.TypeFor[encoding.TextUnmarshaler]()
-	for typ := range graph {
-		p := reflect.PointerTo(typ)
-		switch {
-		case typ.Kind() == reflect.Interface:
-			t.Errorf("%v: an interface in a pod", typ)
-		case typ != quantityType && holds[typ] && (p.Implements(unmarshaler) || p.Implements(textUnmarshaler)):
-			t.Errorf("%v holds a quantity and decodes itself", typ)
+// TestDecodesAsWalked: no type of a pod or of ExtenderArgs decodes in a way the shape cannot
+// see: no interface, and no custom decoding of a type that holds a quantity, but Quantity's
+// own. Types that do are named.
+func TestDecodesAsWalked(t *testing.T) {
+	for _, typ := range []reflect.Type{reflect.TypeFor[corev1.Pod](), reflect.TypeFor[extenderv1.ExtenderArgs]()} {
+		if err := DecodesAsWalked(typ); err != nil {
+			t.Errorf("%v: %v", typ, err)
+		}
+	}
+	err := DecodesAsWalked(reflect.TypeFor[opaque]())
+	for _, want := range []string{"interface {}: an interface under quantityguard.opaque",
+		"quantityguard.selfDecoding holds a quantity and decodes itself"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodesAsWalked(opaque) = %v, want %q", err, want)
 		}
 	}
 }
+
+type opaque struct {
+	Any  any           `json:"any"`
+	Self *selfDecoding `json:"self"`
+}
+
+type selfDecoding struct{ Q resource.Quantity }
+
+func (*selfDecoding) UnmarshalJSON([]byte) error { return nil }
 
 // TestWalkSkipsWhatDecodingSkips: a value of the wrong JSON kind is skipped by decoding,
 // quantities and all; the walk skips it too, and the pod decodes at once, with an error.
@@ -143,7 +165,7 @@ func TestWalkSkipsWhatDecodingSkips(t *testing.T) {
 		`{"spec":[{"overhead":{"cpu":"1e-999999999"}}]}`,
 		`{"spec":{"overhead":7,"volumes":[3,{"emptyDir":"1e-999999999"}]}}`,
 	} {
-		err := walkQuantities([]byte(doc), podShape(), func(path string, text []byte) error {
+		err := Walk([]byte(doc), For[corev1.Pod](), func(path string, text []byte) error {
 			t.Errorf("%s: visited %s=%s", doc, path, text)
 			return nil
 		})
@@ -159,18 +181,6 @@ func TestWalkSkipsWhatDecodingSkips(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: decoding parses a quantity the walk skips", doc)
-		}
-	}
-}
-
-func TestCut(t *testing.T) {
-	for in, want := range map[string]string{
-		"1e-9":                        `"1e-9"`,
-		strings.Repeat("é", 25):       `"` + strings.Repeat("é", 20) + `"… (50 bytes)`,
-		"x" + strings.Repeat("é", 25): `"x` + strings.Repeat("é", 19) + `"… (51 bytes)`,
-	} {
-		if got := cut([]byte(in), 40); got != want {
-			t.Errorf("cut(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

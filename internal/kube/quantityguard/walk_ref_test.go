@@ -1,27 +1,41 @@
-package admission
+package quantityguard
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 )
 
-// walkQuantities calls visit with the path and text of every value of the JSON document
-// doc that decoding it into the type of s parses as a resource.Quantity: the text is what
-// Quantity.UnmarshalJSON reads, a string's raw bytes between its quotes or a bare number.
-// It streams the document, so it sees every occurrence of a duplicated key, as decoding
-// does; a value of the wrong JSON kind it skips, as decoding does.
-func walkQuantities(doc []byte, s *shape, visit func(path string, text []byte) error) error {
-	w := walker{dec: json.NewDecoder(bytes.NewReader(doc)), visit: visit}
-	return w.value(s, "")
+// refWalk is the walk as it was first written, on encoding/json's streaming Decoder: token by
+// token, every skipped value decoded. Slower, but plainly what decoding does; FuzzWalk holds
+// Walk to it.
+func refWalk(doc []byte, s *Shape, visit func(path string, text []byte) error) error {
+	w := refWalker{dec: json.NewDecoder(bytes.NewReader(doc)), visit: visit}
+	w.dec.UseNumber() // a number it skips is not converted: 1e700 is no error
+	if err := w.value(s, ""); err != nil {
+		switch {
+		case err == io.EOF && len(bytes.TrimSpace(doc)) == 0:
+			return errors.New("no JSON value")
+		case err == io.EOF:
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	end := w.dec.InputOffset()
+	if _, err := w.dec.Token(); err != io.EOF {
+		return fmt.Errorf("data after the JSON value, which ends at byte %d", end)
+	}
+	return nil
 }
 
-type walker struct {
+type refWalker struct {
 	dec   *json.Decoder
 	visit func(path string, text []byte) error
 }
 
-func (w *walker) value(s *shape, path string) error {
+func (w *refWalker) value(s *Shape, path string) error {
 	switch {
 	case s == nil:
 		return w.skip()
@@ -49,7 +63,7 @@ func (w *walker) value(s *shape, path string) error {
 	case d == '{' && s.fields != nil:
 		err = w.members(func(key string) error { return w.value(s.fields[key], join(path, key)) })
 	case d == '{' && s.isMap:
-		err = w.members(func(key string) error { return w.value(s.elem, fmt.Sprintf("%s[%q]", path, key)) })
+		err = w.members(func(key string) error { return w.value(s.elem, path+"["+Cut([]byte(key), maxKeyInPath)+"]") })
 	case d == '[' && s.fields == nil && !s.isMap:
 		for i := 0; err == nil && w.dec.More(); i++ {
 			err = w.value(s.elem, fmt.Sprintf("%s[%d]", path, i))
@@ -69,7 +83,7 @@ func (w *walker) value(s *shape, path string) error {
 }
 
 // members calls member with each key of an object, which then reads the value.
-func (w *walker) members(member func(key string) error) error {
+func (w *refWalker) members(member func(key string) error) error {
 	for w.dec.More() {
 		tok, err := w.dec.Token()
 		if err != nil {
@@ -84,15 +98,4 @@ func (w *walker) members(member func(key string) error) error {
 }
 
 // skip reads a value without copying or keeping it.
-func (w *walker) skip() error { return w.dec.Decode(&skipValue{}) }
-
-type skipValue struct{}
-
-func (skipValue) UnmarshalJSON([]byte) error { return nil }
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
+func (w *refWalker) skip() error { return w.dec.Decode(&skipValue{}) }
