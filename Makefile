@@ -39,11 +39,11 @@ bench:
 
 # End to end on a real containerd with NRI (root; builds and caches the tools).
 e2e:
-	bash e2e/run.sh
+	bash test/e2e/run.sh
 
 # A real one-node Kubernetes (etcd, kube-apiserver, kubelet v1.31) with the agent and webhook (root; cached).
 e2e-node:
-	bash e2e/node/run.sh
+	bash test/e2e/node/run.sh
 
 # Real-kernel tests: each package's tests run as init of a small SMT kernel under QEMU
 # (core scheduling, cgroup v2, misc). The kernel is built once from the in-repo fragment

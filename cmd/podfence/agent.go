@@ -36,7 +36,8 @@ before it starts, from the node's pool config and the pod's podfence.io/cpu-pool
 podfence.io/exclusive-cpus annotations. It reconnects when the runtime restarts. It also
 caps SGX EPC from epc-limit.nri.io annotations through the cgroup misc controller under
 --cgroup-root. It serves Prometheus metrics, health, readiness and the node report
-(podfence status) on --metrics-address, and posts Kubernetes Events on pods it refuses.
+(podfence status) on --metrics-address (HTTPS; /metrics and /state only to a bearer token
+the API server allows: --metrics-auth), and posts Kubernetes Events on pods it refuses.
 
 Every flag can also be set by an environment variable PODFENCE_<FLAG> (e.g.
 PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
@@ -78,6 +79,15 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 		"an SGX EPC limit the kernel cannot enforce: strict refuses the container, best-effort runs it uncapped and reports it")
 	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress,
 		"address serving /metrics, /healthz, /readyz and /state (empty: none)")
+	f.cfg.MetricsAuth = metrics.AuthKubernetes
+	fl.Var(&f.cfg.MetricsAuth, "metrics-auth",
+		"who may read /metrics and /state: kubernetes (HTTPS; a bearer token the API server reviews and allows get on the path: "+
+			"TokenReview, SubjectAccessReview; RBAC: ClusterRole podfence-metrics-reader) or none (a loopback --metrics-address "+
+			"only); /healthz and /readyz are open")
+	fl.StringVar(&f.cfg.MetricsCert, "metrics-cert", "",
+		"serving certificate (PEM) for --metrics-address, with --metrics-key (default with --metrics-auth=kubernetes: self-signed, "+
+			"made at start)")
+	fl.StringVar(&f.cfg.MetricsKey, "metrics-key", "", "private key (PEM) of --metrics-cert")
 	fl.BoolVar(&f.cfg.Events, "events", true,
 		"post Kubernetes Events on pods for refusals and degraded enforcement, when the API server is reachable")
 	fl.StringVar(&f.cfg.Kubeconfig, "kubeconfig", "",
@@ -103,6 +113,11 @@ func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 		return err
 	}
 	f.cfg.NodeLabels = labels
+	if f.cfg.MetricsAddress != "" {
+		if err := metrics.CheckAuth(f.cfg.MetricsAuth, f.cfg.MetricsAddress); err != nil {
+			return err
+		}
+	}
 	f.cfg.CoreSched.Disabled = !f.coreSched
 	if f.cfg.NodeName == "" {
 		f.cfg.NodeName = os.Getenv("NODE_NAME")
@@ -119,6 +134,6 @@ func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 	log.Info("starting", "version", version, "socket", f.cfg.Socket, "plugin", f.cfg.PluginIndex+"-"+f.cfg.PluginName,
 		"pools", f.cfg.Pools, "node", f.cfg.NodeName, "checkpoint", f.cfg.CheckpointDir, "sysfs", f.cfg.Sysfs,
 		"startBinary", f.cfg.StartBinary, "cgroupRoot", f.cfg.CgroupRoot, "epcPolicy", f.cfg.EPCPolicy,
-		"metrics", f.cfg.MetricsAddress, "vmRuntimes", strings.Join(f.cfg.VMRuntimes, ","))
+		"metrics", f.cfg.MetricsAddress, "metricsAuth", f.cfg.MetricsAuth, "vmRuntimes", strings.Join(f.cfg.VMRuntimes, ","))
 	return nodeagent.Run(ctx, f.cfg, log)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/epc"
 	"github.com/podfence/podfence/internal/epc/enforce"
+	"github.com/podfence/podfence/internal/kube/authz"
 	"github.com/podfence/podfence/internal/kube/nodeinfo"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/deviceplugin"
@@ -61,6 +62,12 @@ type Config struct {
 	// MetricsAddress, if set, serves /metrics, /healthz, /readyz and /state (package
 	// metrics; the report of package status).
 	MetricsAddress string
+	// MetricsAuth guards /metrics and /state: AuthKubernetes reviews bearer tokens with the
+	// API server (package authz; Kubeconfig or the pod's service account), over HTTPS with
+	// MetricsCert and MetricsKey or a self-signed certificate; AuthNone ("") serves a
+	// loopback MetricsAddress only.
+	MetricsAuth             metrics.Auth
+	MetricsCert, MetricsKey string
 	// Events posts Kubernetes Events on pods for refusals and degraded enforcement, to the
 	// API server of Kubeconfig or, if that is empty, of the pod the agent runs in (package
 	// events; reporter.go).
@@ -169,7 +176,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	if cfg.MetricsAddress != "" {
-		srv, err := metrics.Listen(cfg.MetricsAddress, reg, log, endpoints...)
+		sec := metrics.Security{Auth: cfg.MetricsAuth, CertFile: cfg.MetricsCert, KeyFile: cfg.MetricsKey}
+		if sec.Auth == metrics.AuthKubernetes {
+			if api == nil {
+				return fmt.Errorf("flag --metrics-auth=kubernetes: no API server to review tokens (not in a pod and no " +
+					"--kubeconfig); give --kubeconfig, or --metrics-auth=none with a loopback --metrics-address")
+			}
+			sec.Guard = authz.New(api, authz.Options{}, log.With("component", "metrics")).Wrap
+		}
+		srv, err := metrics.Listen(cfg.MetricsAddress, reg, log, append(endpoints, metrics.WithSecurity(sec))...)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ import (
 // only SEV types).
 //
 // The strict refusal and the best-effort run on a real containerd are the e2e suite's:
-// e2e/run.sh phase D (make e2e).
+// test/e2e/run.sh, its SGX EPC checks (make e2e).
 func TestProbeInQEMUGuest(t *testing.T) {
 	inGuest := os.Getenv("PODFENCE_IN_QEMU") == "1"
 	h := hostCgroups(t)

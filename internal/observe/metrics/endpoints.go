@@ -9,22 +9,37 @@ import (
 type Option func(*options)
 
 type options struct {
-	ready func() error
-	state func() any
+	ready    func() error
+	state    func() any
+	security Security
+	limits   Limits
 }
 
-// WithReady makes /readyz answer 503 with ready's error until it returns nil. Without it,
-// /readyz answers like /healthz.
+// WithReady makes /readyz answer 503 with ready's error (without it, with AuthKubernetes)
+// until it returns nil. Without it, /readyz answers like /healthz.
 func WithReady(ready func() error) Option { return func(o *options) { o.ready = ready } }
 
 // WithState serves state() as indented JSON at /state. It is called once per request and
 // must be safe for concurrent use.
 func WithState(state func() any) Option { return func(o *options) { o.state = state } }
 
+// WithSecurity guards /metrics and /state (see Security). Without it, Listen serves them to
+// anyone, on a loopback address only.
+func WithSecurity(s Security) Option { return func(o *options) { o.security = s } }
+
+// WithLimits replaces DefaultLimits; zero fields keep the default.
+func WithLimits(l Limits) Option { return func(o *options) { o.limits = l } }
+
+// readyz answers ok or not ready, with the reason only where /state is open too (with
+// AuthKubernetes the probe is the only unauthenticated path: it tells nothing more).
 func (o *options) readyz(w http.ResponseWriter, _ *http.Request) {
 	if o.ready != nil {
 		if err := o.ready(); err != nil {
-			text(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+			msg := "not ready"
+			if o.security.Auth != AuthKubernetes {
+				msg += ": " + err.Error()
+			}
+			text(w, http.StatusServiceUnavailable, msg)
 			return
 		}
 	}
