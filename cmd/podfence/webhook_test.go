@@ -20,7 +20,7 @@ import (
 )
 
 func TestWebhookFlagsFromEnv(t *testing.T) {
-	env := map[string]string{"PODFENCE_TLS_CERT": "/tls/tls.crt", "PODFENCE_CORESCHED_PROFILES": "/etc/p.yaml"}
+	env := map[string]string{"PODFENCE_TLS_CERT": "/tls/tls.crt", "PODFENCE_CORESCHED_PROFILES": "/etc/p.yaml", "PODFENCE_MAX_INFLIGHT": "4"}
 	cmd := newWebhookCmd()
 	if err := cmd.Flags().Parse([]string{"--listen", ":9443"}); err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestWebhookFlagsFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	for flag, want := range map[string]string{"tls-cert": "/tls/tls.crt", "coresched-profiles": "/etc/p.yaml", "listen": ":9443",
-		"reload-interval": "10s"} {
+		"reload-interval": "10s", "max-inflight": "4", "max-inflight-bytes": "3145728", "inflight-wait": "1s"} {
 		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
 			t.Errorf("--%s %q, want %q", flag, got, want)
 		}
@@ -37,6 +37,10 @@ func TestWebhookFlagsFromEnv(t *testing.T) {
 }
 
 func TestWebhookRefusesBadFlags(t *testing.T) {
+	limits := func(n int, bytes int64, wait time.Duration) webhookFlags {
+		return webhookFlags{certFile: "c", keyFile: "k", maxInFlight: n, maxInFlightBytes: bytes, inFlightWait: wait,
+			log: cliflags.Log{Level: "info", Format: "json"}}
+	}
 	for _, tc := range []struct {
 		f   webhookFlags
 		err string
@@ -45,6 +49,9 @@ func TestWebhookRefusesBadFlags(t *testing.T) {
 		{f: webhookFlags{log: cliflags.Log{Level: "info", Format: "xml"}}, err: `flag --log-format "xml": want text or json`},
 		{f: webhookFlags{log: cliflags.Log{Level: "info", Format: "json"}},
 			err: "flags --tls-cert and --tls-key are required: the API server calls webhooks over HTTPS only"},
+		{f: limits(0, 1, time.Second), err: "flag --max-inflight 0: want at least 1"},
+		{f: limits(1, -1, time.Second), err: "flag --max-inflight-bytes -1: want at least 1"},
+		{f: limits(1, 1, 0), err: "flag --inflight-wait 0s: want a duration above 0, such as 1s"},
 	} {
 		if err := runWebhook(t.Context(), tc.f, nil); err == nil || err.Error() != tc.err {
 			t.Errorf("error %v, want %s", err, tc.err)
@@ -61,11 +68,12 @@ func TestWebhookRuns(t *testing.T) {
 	defer cancel()
 	var log bytes.Buffer
 	err := runWebhook(ctx, webhookFlags{listen: "127.0.0.1:0", certFile: certFile, keyFile: keyFile,
-		reload: time.Second, log: cliflags.Log{Level: "info", Format: "json"}}, &log)
+		reload: time.Second, maxInFlight: 2, maxInFlightBytes: 1 << 20, inFlightWait: time.Second,
+		log: cliflags.Log{Level: "info", Format: "json"}}, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(log.String(), `"msg":"serving"`) {
+	if !strings.Contains(log.String(), `"msg":"serving"`) || !strings.Contains(log.String(), `"maxInFlight":2,"maxInFlightBytes":1048576`) {
 		t.Errorf("log without the serving line:\n%s", log.String())
 	}
 }

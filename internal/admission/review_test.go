@@ -3,6 +3,7 @@ package admission
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podfence/podfence/internal/kube/quantityguard"
 )
 
 // TestReviewFromAPIServer sends a review as kube-apiserver writes it and checks the exact
@@ -58,6 +61,8 @@ func mustPod(t *testing.T, review []byte) *corev1.Pod {
 // and that a review about something else than a pod CREATE is allowed unchanged.
 func TestBadRequests(t *testing.T) {
 	srv := newTestServer(t, &Config{})
+	bounds := fmt.Sprintf("is too costly to parse: want at most %d characters and an exponent of at most %d digits",
+		quantityguard.MaxLen, quantityguard.MaxExponentDigits)
 	review := func(edit func(string) string) []byte {
 		return []byte(edit(string(reviewJSON(t, testPod("s", ctr("app", "podfence.io/exclusive_dp=1"))))))
 	}
@@ -91,13 +96,14 @@ func TestBadRequests(t *testing.T) {
 			msg: "decode the request's pod: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"},
 		{name: "a quantity with a huge exponent", body: review(replace(`"podfence.io/exclusive_dp":"1"`,
 			`"podfence.io/exclusive_dp":"1e-999999999"`)), status: 400,
-			msg: `pod field spec.containers[0].resources.limits["podfence.io/exclusive_dp"]: the quantity "1e-999999999" is too ` +
-				`costly to parse: want at most 1000 characters and an exponent of at most 3 digits`},
+			msg: `pod field spec.containers[0].resources.limits["podfence.io/exclusive_dp"]: the quantity "1e-999999999" ` + bounds},
 		{name: "a quantity too long", body: review(replace(`"podfence.io/exclusive_dp":"1"`,
 			`"podfence.io/exclusive_dp":"`+strings.Repeat("9", 1001)+`"`)), status: 400,
 			msg: `pod field spec.containers[0].resources.limits["podfence.io/exclusive_dp"]: the quantity ` +
-				`"9999999999999999999999999999999999999999"… (1001 bytes) is too costly to parse: want at most 1000 characters and an ` +
-				`exponent of at most 3 digits`},
+				`"9999999999999999999999999999999999999999"… (1001 bytes) ` + bounds},
+		{name: "a pod of too many values", body: review(replace(`"object":{`, `"object":{"x":[`+strings.Repeat("null,", maxPodValues)+`0],`)),
+			status: 400, msg: "the request's pod has over 5000 JSON values (objects, arrays and their elements): it would take more " +
+				"memory to decode than the webhook gives a review"},
 		{name: "not JSON content", contentType: "text/plain", body: review(replace("", "")), status: 415,
 			msg: `content type "text/plain": want application/json`},
 		{name: "too large", body: bytes.Repeat([]byte(" "), MaxReviewBytes+1), status: 413, msg: "request body over 4194304 bytes"},
@@ -147,5 +153,24 @@ func TestHealthz(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || string(b) != "ok\n" {
 		t.Errorf("healthz: %d %q", resp.StatusCode, b)
+	}
+}
+
+func TestCountValues(t *testing.T) {
+	for doc, want := range map[string]int{
+		``:                             0,
+		`"a"`:                          0,
+		`{}`:                           1,
+		`{"a":[1,2,{"b":null}],"c":3}`: 6,
+		`{"a,{[":"\",{["}`:             1,
+		`["\\",{}]`:                    3,
+		`"unterminated\`:               0,
+	} {
+		if got := countValues([]byte(doc), 100); got != want {
+			t.Errorf("countValues(%s) = %d, want %d", doc, got, want)
+		}
+	}
+	if got := countValues([]byte(strings.Repeat("[", 50)), 10); got != 11 {
+		t.Errorf("countValues past the limit = %d, want 11", got)
 	}
 }

@@ -23,10 +23,41 @@ type Options struct {
 	// ReloadInterval is how often the certificate files and the config are checked for
 	// changes; 10s when 0.
 	ReloadInterval time.Duration
+	Limits         Limits // reviews in flight and their time
+	// IdleTimeout closes a keep-alive connection idle that long; DefaultIdleTimeout when 0.
+	IdleTimeout time.Duration
 }
 
 // shutdownTimeout bounds how long Serve waits for requests in flight when ctx ends.
 const shutdownTimeout = 10 * time.Second
+
+// Bounds on a connection: a client slow to send its headers is closed at 5 s, one slow to
+// send its body when its review's time is up (Limits.Timeout, which is at most readTimeout).
+const (
+	readHeaderTimeout  = 5 * time.Second
+	readTimeout        = 15 * time.Second
+	writeTimeout       = 15 * time.Second
+	DefaultIdleTimeout = 90 * time.Second
+	maxHeaderBytes     = 64 << 10
+)
+
+// newServer is the webhook's HTTP server for h, with TLS 1.2 or later from certs.
+func newServer(h http.Handler, certs *CertReloader, opts Options, log *slog.Logger) *http.Server {
+	idle := opts.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate},
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
 
 // Serve serves NewHandler over TLS on ln until ctx ends, then shuts down gracefully.
 // ln is closed when Serve returns.
@@ -53,16 +84,7 @@ func Serve(ctx context.Context, ln net.Listener, opts Options, log *slog.Logger)
 	if interval <= 0 {
 		interval = 10 * time.Second
 	}
-	srv := &http.Server{
-		Handler:           NewHandler(current.Load, log),
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate},
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newServer(NewLimitedHandler(current.Load, log, opts.Limits), certs, opts, log)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -75,7 +97,9 @@ func Serve(ctx context.Context, ln net.Listener, opts Options, log *slog.Logger)
 			log.Warn("shutdown", "error", err)
 		}
 	}()
-	log.Info("serving", "address", ln.Addr().String(), "paths", []string{PathMutate, PathValidate, PathHealthz})
+	lim := opts.Limits.withDefaults()
+	log.Info("serving", "address", ln.Addr().String(), "paths", []string{PathMutate, PathValidate, PathHealthz},
+		"maxInFlight", lim.MaxInFlight, "maxInFlightBytes", lim.MaxInFlightBytes, "inFlightWait", lim.Wait, "reviewTimeout", lim.Timeout)
 	err = srv.ServeTLS(ln, "", "")
 	cancel()
 	<-done

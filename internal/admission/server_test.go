@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -230,5 +232,119 @@ func TestServeRefusesToStart(t *testing.T) {
 				t.Error("the listener is still open")
 			}
 		})
+	}
+}
+
+// TestServerBounds: the server bounds a request's headers and each phase of a connection.
+func TestServerBounds(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, _ := writeCert(t, dir, "webhook")
+	certs, err := NewCertReloader(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(http.NotFoundHandler(), certs, Options{}, discardLog())
+	if srv.ReadHeaderTimeout != 5*time.Second || srv.ReadTimeout != 15*time.Second || srv.WriteTimeout != 15*time.Second ||
+		srv.IdleTimeout != 90*time.Second || srv.MaxHeaderBytes != 64<<10 {
+		t.Errorf("ReadHeaderTimeout %s, ReadTimeout %s, WriteTimeout %s, IdleTimeout %s, MaxHeaderBytes %d; want 5s, 15s, 15s, 90s, 65536",
+			srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
+	}
+	if srv.TLSConfig.MinVersion != tls.VersionTLS12 || srv.TLSConfig.GetCertificate == nil {
+		t.Errorf("TLS config %+v: want TLS 1.2 or later, certificates from the reloader", srv.TLSConfig)
+	}
+	if lim := (Limits{}).withDefaults(); lim.Timeout >= srv.ReadTimeout || lim.Timeout >= srv.WriteTimeout {
+		t.Errorf("review timeout %s: want it under the read and write timeouts", lim.Timeout)
+	}
+	if s := newServer(http.NotFoundHandler(), certs, Options{IdleTimeout: time.Second}, discardLog()); s.IdleTimeout != time.Second {
+		t.Errorf("IdleTimeout %s with Options.IdleTimeout 1s", s.IdleTimeout)
+	}
+}
+
+// TestIdleConnectionClosed: the server closes a keep-alive connection left idle after an
+// answer once IdleTimeout has passed.
+func TestIdleConnectionClosed(t *testing.T) {
+	const idle = 100 * time.Millisecond
+	dir := t.TempDir()
+	certFile, keyFile, _ := writeCert(t, dir, "webhook")
+	addr := startServeLog(t, Options{CertFile: certFile, KeyFile: keyFile, IdleTimeout: idle}, discardLog())
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // no ALPN: HTTP/1.1
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The failure bound: a connection never closed fails the test rather than hanging it.
+	if err := conn.SetReadDeadline(time.Now().Add(testwait.Timeout)); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now() // the idle time starts after the answer, later than this
+	if _, err := io.WriteString(conn, "GET "+PathHealthz+" HTTP/1.1\r\nHost: webhook\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("status %d, close %v, %v: want 200 on a kept-alive connection", resp.StatusCode, resp.Close, err)
+	}
+	resp.Body.Close()
+	n, err := io.Copy(io.Discard, br) // returns at EOF: the server closed the connection
+	if err != nil || n != 0 {
+		t.Fatalf("reading the idle connection: %d bytes, %v; want EOF", n, err)
+	}
+	if d := time.Since(sent); d < idle {
+		t.Errorf("closed %s after the request, before the idle timeout %s", d, idle)
+	}
+}
+
+// TestSlowBodyCut: a body still unsent when the review's time is up (the timeout the API
+// server puts in the URL) is answered 408, and the review never starts.
+func TestSlowBodyCut(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	dir := t.TempDir()
+	certFile, keyFile, _ := writeCert(t, dir, "webhook")
+	certs, err := NewCertReloader(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGate(testConfig(t))
+	t.Cleanup(g.release)
+	srv := newServer(newHandler(g.config, discardLog(), Limits{}).mux(), certs, Options{}, discardLog())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetReadDeadline(time.Now().Add(testwait.Timeout)); err != nil {
+		t.Fatal(err)
+	}
+	body := reviewJSON(t, testPod("telco", ctr("app", "podfence.io/exclusive_dp=1")))
+	sent := time.Now()
+	_, err = fmt.Fprintf(conn, "POST %s?timeout=%s HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		PathMutate, timeout, len(body), body[:len(body)/2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.HasPrefix(string(b), "read request body: ") {
+		t.Errorf("status %d, body %q; want 408, read request body: …", resp.StatusCode, b)
+	}
+	if d := time.Since(sent); d < timeout {
+		t.Errorf("answered after %s, before the review's timeout %s", d, timeout)
+	}
+	if n := g.calls.Load(); n != 0 {
+		t.Errorf("%d reviews got to Mutate, want none", n)
 	}
 }
