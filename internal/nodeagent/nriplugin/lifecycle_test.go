@@ -55,6 +55,11 @@ func TestSynchronizeAdoptsAndRestores(t *testing.T) {
 	rt.addRunning(foreign, "share", "1,9", 30000) // the shared pool with a quota: 300 millicpu held
 	rt.addRunning(foreign, "plain", "0,8", 0)     // default pool: managed, holds no CPUs
 	rt.addRunning(foreign, "wide", "0-15", 0)     // spans pools: left alone
+	// An older agent recorded default-pool containers too: the record goes at the first sync.
+	if err := store.Put(allocation.Allocation{PodUID: foreign.Uid, Namespace: "ns", Pod: "foreign", Container: "plain",
+		Pool: "default", Type: allocation.TypeDefault}); err != nil {
+		t.Fatal(err)
+	}
 
 	ar := startAgent(t, rt, node, store, nriplugin.Options{})
 	checkHeld(t, "after sync", ar.Allocations(), "known:app:6-7", "foreign:excl:4,12", "foreign:share:", "foreign:plain:")
@@ -65,7 +70,8 @@ func TestSynchronizeAdoptsAndRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkHeld(t, "checkpoint after sync", recs, "known:app:6-7", "foreign:excl:4,12", "foreign:share:", "foreign:plain:")
+	// The default-pool container holds nothing and is derived from the runtime: no record.
+	checkHeld(t, "checkpoint after sync", recs, "known:app:6-7", "foreign:excl:4,12", "foreign:share:")
 
 	// Free in exclusive_b: 5,13-15 only.
 	check(t, rt.mustCreate(rt.runPod("new", poolReq(`{"app": {"exclusive_b": 4}}`)), "app", nil),

@@ -122,16 +122,23 @@ func (a *Plugin) Allocations() []allocation.Allocation {
 // The caller holds mu.
 func (a *Plugin) record(id, sandbox string, alloc allocation.Allocation, persist bool) {
 	a.hold.add(alloc.Key(), id, sandbox)
-	if persist {
+	if persist && recorded(alloc) {
 		a.persist.put(alloc)
 	}
 }
 
+// recorded says whether al gets a checkpoint record. A default-pool container holds nothing
+// and a restart derives it from the runtime alone (no request annotation), so its record
+// would only cost a file write at create and a removal at release.
+func recorded(al allocation.Allocation) bool { return al.Type != allocation.TypeDefault }
+
 // releaseLocked frees k's allocation and queues the deletion of its record. The caller
 // holds mu.
 func (a *Plugin) releaseLocked(k allocation.Key) {
+	if al, ok := a.state.Get(k); ok && recorded(al) {
+		a.persist.del(k)
+	}
 	a.state.Release(k)
 	a.hold.remove(k)
-	a.persist.del(k)
 	a.unblocked(k)
 }

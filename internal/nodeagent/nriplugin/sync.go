@@ -220,6 +220,9 @@ func (a *Plugin) persistDiff(known, now []allocation.Allocation) {
 		old[al.Key()] = al
 	}
 	for _, al := range now {
+		if !recorded(al) {
+			continue // a record left by an older agent is deleted below
+		}
 		if o, ok := old[al.Key()]; !ok || !sameAllocation(o, al) {
 			a.persist.put(al)
 		}
