@@ -207,7 +207,10 @@ func onThrowawayThread(fn func(tid int) error) error {
 	return r.err
 }
 
-// waitThreadGone polls until thread tid of this process no longer exists, for up to 1 s.
+// waitThreadGone polls until thread tid of this process no longer exists, for up to 1 s. The
+// poll interval grows from 20 µs to at most 500 µs: a thread ends within microseconds to a
+// few milliseconds, and a longer interval (it was up to 50 ms) adds itself to every cookie
+// repair that waits here.
 func waitThreadGone(tid int) {
 	pid := unix.Getpid()
 	delay := 20 * time.Microsecond
@@ -215,9 +218,12 @@ func waitThreadGone(tid int) {
 		if err := unix.Tgkill(pid, tid, 0); errors.Is(err, unix.ESRCH) {
 			return
 		}
-		time.Sleep(min(delay, 50*time.Millisecond))
+		time.Sleep(min(delay, maxThreadPoll))
 	}
 }
+
+// maxThreadPoll bounds waitThreadGone's poll interval.
+const maxThreadPoll = 500 * time.Microsecond
 
 // hasCap reports whether the calling thread has capability c in its effective set.
 func hasCap(c int) bool {
