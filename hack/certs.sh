@@ -2,18 +2,28 @@
 # Generates the admission webhook's TLS material with openssl: a CA and a serving certificate
 # for the webhook Service's DNS names, signed by it. The API server verifies the webhook with
 # the CA (the caBundle of the webhook configurations); the webhook serves tls.crt/tls.key.
+# (cert-manager can do all of this in the cluster instead, and renew it: deploy/cert-manager.)
 #
-#   hack/certs.sh                      # writes deploy/certs/{ca.crt,ca.key,tls.crt,tls.key}
-#   kubectl apply -k deploy            # the kustomization puts them into the Secret and the
+#   hack/certs.sh                      # writes deploy/certs/{ca.crt,ca.key,tls.crt,tls.key} and
+#                                      # deploy/certs/kustomization.yaml (the component "certs")
+#   kubectl apply -k deploy            # the component puts them into the Secret and the
 #                                      # caBundle of both webhook configurations
 #
+# The serving certificate is valid 365 days (--days), the CA 10 years. Nothing renews it: run
+# this again and apply before it expires (the webhook picks the new one up without a restart;
+# `openssl x509 -enddate -noout -in deploy/certs/tls.crt` says when). The CA's key stays in
+# DIR (ca.key, 0600): whoever reads it can make certificates the API server trusts for the
+# webhook. Keep DIR safe, or delete ca.key and renew with --new-ca (the caBundle changes with
+# the next apply).
+#
 # Without kustomize: `hack/certs.sh --apply` also creates/updates the Secret
-# podfence-system/podfence-webhook-tls and patches the caBundle of every entry of the live
+# <namespace>/podfence-webhook-tls and patches the caBundle of every entry of the live
 # MutatingWebhookConfiguration and ValidatingWebhookConfiguration named podfence.
 #
 # Options:
 #   -o, --out DIR        output directory (default: deploy/certs beside this script)
-#   -n, --namespace NS   the Service's namespace (default podfence-system)
+#   -n, --namespace NS   the Service's namespace (default: the namespace: of the kustomization
+#                        DIR is in, DIR/../kustomization.yaml, else of deploy/kustomization.yaml)
 #   -s, --service NAME   the Service's name (default podfence-webhook)
 #       --san SAN        one more subjectAltName, DNS:<name> or IP:<address> (repeatable),
 #                        e.g. --san IP:127.0.0.1 for a webhook called by url
@@ -30,7 +40,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/../deploy/certs
-ns=podfence-system
+ns=
 svc=podfence-webhook
 days=365
 new_ca=0
@@ -71,6 +81,20 @@ command -v openssl >/dev/null || die "openssl not found (apt-get install openssl
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+
+# The namespace is written once, in the kustomization's namespace: field; the certificate's
+# DNS names follow it.
+kustomization_namespace() {
+	[[ -f $1 ]] && sed -n -E "s/^namespace:[[:space:]]*[\"']?([a-z0-9.-]+).*/\1/p" "$1" | head -n 1
+}
+if [[ -z $ns ]]; then
+	for k in "$out/../kustomization.yaml" "$here/../deploy/kustomization.yaml"; do
+		ns=$(kustomization_namespace "$k") || true
+		[[ -n $ns ]] && break
+	done
+	[[ -n $ns ]] || die "no namespace: in $out/../kustomization.yaml or deploy/kustomization.yaml: give --namespace"
+fi
+[[ $ns =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ ]] || die "namespace $ns: not a namespace name"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 umask 077
@@ -112,7 +136,39 @@ openssl verify -CAfile "$out/ca.crt" "$tmp/tls.crt" >/dev/null || die "the new c
 mv "$tmp/tls.key" "$out/tls.key"
 mv "$tmp/tls.crt" "$out/tls.crt"
 chmod 0644 "$out/ca.crt" "$out/tls.crt"
-echo "certs.sh: serving certificate $out/tls.crt for $san, valid $days days" >&2
+echo "certs.sh: serving certificate $out/tls.crt for $san, valid $days days" \
+	"(until $(openssl x509 -enddate -noout -in "$out/tls.crt" | cut -d= -f2)): run this again and apply before then" >&2
+
+# The kustomize component that deploy/kustomization.yaml includes (components: [certs]): these
+# files as the Secret, ca.crt as the caBundle. Written each time, so that it matches this script.
+cat >"$tmp/kustomization.yaml" <<'EOF'
+# Written by hack/certs.sh (again at each run; do not edit): the files beside it as the
+# webhook's Secret podfence-webhook-tls, and ca.crt as the caBundle of both webhook
+# configurations. deploy/kustomization.yaml includes it as components: [certs]; ca.key is not
+# used (it stays here for the next renewal). The alternative: deploy/cert-manager.
+apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+generatorOptions:
+  disableNameSuffixHash: true # updated in place: the webhook re-reads it, no rollout
+secretGenerator:
+  - name: podfence-webhook-tls
+    type: kubernetes.io/tls
+    files: [tls.crt, tls.key, ca.crt]
+# The webhook configurations' ${CA_BUNDLE} placeholders become the CA that signed the
+# serving certificate (base64 PEM, as the Secret already holds it).
+replacements:
+  - source:
+      kind: Secret
+      name: podfence-webhook-tls
+      fieldPath: data.ca\.crt
+    targets:
+      - select: {kind: MutatingWebhookConfiguration, name: podfence}
+        fieldPaths: [webhooks.*.clientConfig.caBundle]
+      - select: {kind: ValidatingWebhookConfiguration, name: podfence}
+        fieldPaths: [webhooks.*.clientConfig.caBundle]
+EOF
+chmod 0644 "$tmp/kustomization.yaml"
+mv "$tmp/kustomization.yaml" "$out/kustomization.yaml"
 
 if ((apply)); then
 	command -v "$kubectl" >/dev/null || die "--apply: $kubectl not found"

@@ -5,7 +5,9 @@
 #
 # Two pool configs share one dir ($RUN/pools, as a ConfigMap would hold them; the webhook
 # reads both): poolconfig-exclusive.yaml and poolconfig-shared.yaml, each with the
-# nodeSelector podfence-e2e/pools=exclusive|shared. The agent's node label picks one.
+# nodeSelector podfence-e2e/pools=exclusive|shared. The agent's node label picks one. Agent
+# and webhook read the same core-scheduling profiles ($RUN/profiles.yaml, as the DaemonSet and
+# the Deployment mount one ConfigMap).
 
 # agent_start POOLS: the agent on the NRI socket, advertising its pools in DP_DIR, with node
 # label podfence-e2e/pools=POOLS (which selects poolconfig-POOLS.yaml); waits for Synchronize.
@@ -14,7 +16,8 @@ agent_start() {
 	"$RUN/podfence" agent --nri-socket "$PODFENCE_E2E_NRI_SOCKET" --pools "$RUN/pools" \
 		--node-name "$NODE" --node-label "podfence-e2e/pools=$1" --checkpoint-dir "$RUN/checkpoint" \
 		--start-binary "$RUN/podfence" --device-plugin-dir "$DP_DIR" --resource-domain podfence.io \
-		--metrics-address "127.0.0.1:$METRICS_PORT" --kubeconfig "$RUN/agent.kubeconfig" </dev/null >>"$AGENT_LOG" 2>&1 7>&- 8>&- 9>&- &
+		--coresched-profiles "$RUN/profiles.yaml" --metrics-address "127.0.0.1:$METRICS_PORT" \
+		--kubeconfig "$RUN/agent.kubeconfig" </dev/null >>"$AGENT_LOG" 2>&1 7>&- 8>&- 9>&- &
 	# shellcheck disable=SC2154 # BG_PID is cluster.sh's associative array
 	BG_PID[agent]=$!
 	if ! wait_log "$AGENT_OFF" 'msg=synchronized' 30 >/dev/null; then
@@ -26,12 +29,30 @@ agent_start() {
 agent_stop() { bg_stop agent 10; }
 
 # agent_credentials: the agent talks to the API server as deploy/'s ServiceAccount (a
-# TokenRequest token), so that its RBAC is what is tested: Events and its Node's info,
-# nothing else. Needs deploy/ applied (deploy_manifests).
+# TokenRequest token), so that its RBAC and deploy/agent/node-patch-policy.yaml are what is
+# tested: Events, metrics token reviews and its Node's info, nothing else. Its kubeconfig
+# names a tokenFile, which the agent re-reads on each request (as it re-reads the projected
+# token of its pod): first a token without a node claim (the Node does not exist before the
+# kubelet registers it), then agent_node_token's. Needs deploy/ applied (deploy_manifests).
+AGENT_TOKEN_FILE=$RUN/agent.token
 agent_credentials() {
-	AGENT_TOKEN=$(kc create token podfence-agent -n podfence-system --duration 2h) ||
-		pf_die "no token for podfence-system/podfence-agent (deploy/ applied?)"
-	kubeconfig "$RUN/agent.kubeconfig" "$AGENT_TOKEN"
+	agent_token_write "" || pf_die "no token for podfence-system/podfence-agent (deploy/ applied?)"
+	kubeconfig "$RUN/agent.kubeconfig" ""
+	kubectl config --kubeconfig "$RUN/agent.kubeconfig" set users.e2e.tokenFile "$AGENT_TOKEN_FILE" >/dev/null
+}
+
+# agent_node_token: a token bound to the Node (claim authentication.kubernetes.io/node-name,
+# as the DaemonSet pod's projected token carries its node's), once the kubelet has registered
+# it: the node-patch policy lets the agent patch that Node only.
+agent_node_token() {
+	agent_token_write "$NODE" || pf_die "no token of podfence-system/podfence-agent bound to node $NODE"
+}
+
+# agent_token_write [NODE]: a new 2-hour token into AGENT_TOKEN_FILE (renamed into place).
+agent_token_write() {
+	kc create token podfence-agent -n podfence-system --duration 2h \
+		${1:+--bound-object-kind Node --bound-object-name "$1"} >"$AGENT_TOKEN_FILE.new" &&
+		mv -f "$AGENT_TOKEN_FILE.new" "$AGENT_TOKEN_FILE"
 }
 
 webhook_start() {

@@ -11,9 +11,11 @@
 #      object, then for real with the webhook configurations pointed at the local webhook by
 #      url: no Service routing here), the webhook's certificate from hack/certs.sh;
 #   4. containerd with NRI (test/e2e/containerd.sh), `podfence webhook` (HTTPS on loopback),
-#      `podfence agent` (NRI plugin + device plugin in the kubelet's device-plugin dir;
-#      agent.sh), and a kubelet (cgroupfs, cgroup v1, cpuManagerPolicy none, the pooled CPU
-#      reserved).
+#      `podfence agent` (NRI plugin + device plugin in the kubelet's device-plugin dir,
+#      HTTPS metrics, the core-scheduling profiles; agent.sh), and a kubelet (cgroupfs, cgroup
+#      v1, cpuManagerPolicy none, the pooled CPU reserved); the agent's token (deploy/'s
+#      ServiceAccount, a kubeconfig tokenFile it re-reads) is then replaced by one bound to
+#      the registered Node, as the DaemonSet pod's projected token is.
 #
 # Checks: pods through `kubectl apply` (pods.sh), checked (facts.sh) on the stored pod (the
 # webhook's mutation), the node (device-plugin capacity), the kubelet's pod-resources API
@@ -27,6 +29,18 @@
 #                                 a kubelet restart. The EPC limit and the core-scheduling
 #                                 group are checked on the stored pod only: this host has no
 #                                 SGX and no core scheduling, so that pod is never bound.
+#   metrics-auth.sh               the agent's /metrics and /state: HTTPS, 401 without a
+#                                 token (and to a made-up one), 400 to plain HTTP, 403 to a
+#                                 ServiceAccount without podfence-metrics-reader, 200 to one
+#                                 bound to it; /healthz and /readyz open.
+#   coresched-tenancy.sh          the profiles share e2e-group among NS only: a pod of a second
+#                                 namespace naming it (podfence's or Koordinator's label) is
+#                                 refused at kubectl apply, admitted in NS; the agent (same
+#                                 profiles) reports the shared group in /state.
+#   node-patch-policy.sh          deploy/'s ValidatingAdmissionPolicy: the agent (its token
+#                                 bound to the Node since the kubelet registered it) patches
+#                                 its own Node's podfence label; another label, its spec,
+#                                 another Node, or a token without node claim: denied.
 #   shared-pool-after-relabel.sh  the agent restarted on the other node label: shared_s=X,
 #                                 CFS quota per millicpu, the kubelet refusing a pod over it.
 #   scheduler-extender.sh         last: `podfence extender` and kube-scheduler configured
@@ -104,6 +118,9 @@ timed() {
 . "$(dirname "$0")/cleanup.sh"
 . "$(dirname "$0")/exclusive-pool.sh"
 . "$(dirname "$0")/shared-pool-after-relabel.sh"
+. "$(dirname "$0")/metrics-auth.sh"
+. "$(dirname "$0")/coresched-tenancy.sh"
+. "$(dirname "$0")/node-patch-policy.sh"
 . "$(dirname "$0")/scheduler-extender.sh"
 
 trap on_exit EXIT
@@ -131,11 +148,21 @@ timed containerd start_node
 sysctls_save
 timed kubelet start_kubelet
 pf_log "kubelet up (pid ${BG_PID[kubelet]}); node $NODE registered"
+agent_node_token # the agent's token file now holds a token bound to that Node (node-patch policy)
 
 # --- checks, each proving one thing ---------------------------------------------------------
 
 step "exclusive pool through webhook, device plugin, kubelet and runtime: pools default=$DEF exclusive_a=$X"
 timed exclusive-pool prove_exclusive_pool
+
+step "metrics auth: the agent's /metrics and /state over HTTPS, for tokens RBAC allows"
+timed metrics-auth prove_metrics_auth
+
+step "core-scheduling tenancy: a namespace may not join another's shared group ($TENANT_NS, $NS)"
+timed tenancy prove_coresched_tenancy
+
+step "node-patch policy: the agent patches only its own Node's podfence keys"
+timed node-patch-policy prove_node_patch_policy
 
 step "shared pool after relabel: agent restarted with node label podfence-e2e/pools=shared: pools default=$DEF shared_s=$X"
 timed shared-pool prove_shared_pool_after_relabel
