@@ -217,8 +217,15 @@ func applyPatch(t testing.TB, pod *corev1.Pod, patch []byte) *corev1.Pod {
 	return &out
 }
 
-// writeCert writes a fresh self-signed certificate for 127.0.0.1 and its key into dir.
+// writeCert writes a fresh self-signed certificate for 127.0.0.1, valid for an hour, and its
+// key into dir.
 func writeCert(t testing.TB, dir, cn string) (certFile, keyFile string, cert *x509.Certificate) {
+	t.Helper()
+	return writeCertUntil(t, dir, cn, time.Now().Add(time.Hour))
+}
+
+// writeCertUntil is writeCert for a certificate that expires at notAfter.
+func writeCertUntil(t testing.TB, dir, cn string, notAfter time.Time) (certFile, keyFile string, cert *x509.Certificate) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -226,7 +233,7 @@ func writeCert(t testing.TB, dir, cn string) (certFile, keyFile string, cert *x5
 	}
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)

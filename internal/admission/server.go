@@ -84,13 +84,15 @@ func Serve(ctx context.Context, ln net.Listener, opts Options, log *slog.Logger)
 	if interval <= 0 {
 		interval = 10 * time.Second
 	}
-	srv := newServer(NewLimitedHandler(current.Load, log, opts.Limits), certs, opts, log)
+	var reloadFailures atomic.Int64
+	cc := certCollector{certs: certs, failures: func() float64 { return float64(reloadFailures.Load()) }}
+	srv := newServer(withMetrics(NewLimitedHandler(current.Load, log, opts.Limits), cc), certs, opts, log)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		reloadLoop(ctx, interval, certs, load, &current, log)
+		reloadLoop(ctx, interval, certs, load, &current, &reloadFailures, log)
 		sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer scancel()
 		if err := srv.Shutdown(sctx); err != nil {
@@ -98,7 +100,7 @@ func Serve(ctx context.Context, ln net.Listener, opts Options, log *slog.Logger)
 		}
 	}()
 	lim := opts.Limits.withDefaults()
-	log.Info("serving", "address", ln.Addr().String(), "paths", []string{PathMutate, PathValidate, PathHealthz},
+	log.Info("serving", "address", ln.Addr().String(), "paths", []string{PathMutate, PathValidate, PathHealthz, PathMetrics},
 		"maxInFlight", lim.MaxInFlight, "maxInFlightBytes", lim.MaxInFlightBytes, "inFlightWait", lim.Wait, "reviewTimeout", lim.Timeout)
 	err = srv.ServeTLS(ln, "", "")
 	cancel()
@@ -112,7 +114,7 @@ func Serve(ctx context.Context, ln net.Listener, opts Options, log *slog.Logger)
 // reloadLoop checks the certificate and the config every interval until ctx ends. It logs a
 // failure once until it changes, and each change it applies.
 func reloadLoop(ctx context.Context, interval time.Duration, certs *CertReloader, load func() (*Config, error),
-	current *atomic.Pointer[Config], log *slog.Logger) {
+	current *atomic.Pointer[Config], certFailures *atomic.Int64, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var lastCertErr, lastConfigErr string
@@ -123,6 +125,9 @@ func reloadLoop(ctx context.Context, interval time.Duration, certs *CertReloader
 		case <-t.C:
 		}
 		changed, err := certs.Reload()
+		if err != nil {
+			certFailures.Add(1)
+		}
 		switch {
 		case err != nil && err.Error() != lastCertErr:
 			log.Error("reload certificate: keeping the one served", "error", err)
