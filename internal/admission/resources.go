@@ -42,20 +42,20 @@ func (e *ResourceError) Error() string {
 	return fmt.Sprintf("%s %q: resource %s%s: %s", kind, e.Container, e.Resource, v, e.Rule)
 }
 
-// container is a pod's container or init container.
+// container is a pod's container or init container (the pod's own, not a copy).
 type container struct {
-	corev1.Container
+	*corev1.Container
 	Init bool
 }
 
 // containers lists init containers first, as the kubelet starts them.
 func containers(pod *corev1.Pod) []container {
-	var out []container
-	for _, c := range pod.Spec.InitContainers {
-		out = append(out, container{c, true})
+	out := make([]container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	for i := range pod.Spec.InitContainers {
+		out = append(out, container{&pod.Spec.InitContainers[i], true})
 	}
-	for _, c := range pod.Spec.Containers {
-		out = append(out, container{c, false})
+	for i := range pod.Spec.Containers {
+		out = append(out, container{&pod.Spec.Containers[i], false})
 	}
 	return out
 }
