@@ -147,12 +147,24 @@ func (sc *scan) chooseNUMA() []int {
 	if best >= 0 {
 		return []int{best}
 	}
-	if len(ns) > 12 { // too many combinations: largest nodes first
+	if len(ns) > 12 { // too many combinations: the nodes that give the most first
 		idx := make([]int, len(ns))
 		for i := range idx {
 			idx[i] = i
 		}
-		sort.SliceStable(idx, func(a, b int) bool { return ns[idx[a]].free > ns[idx[b]].free })
+		// What fits counts: whole cores, then free CPUs (free CPUs alone when whole cores are
+		// short); ties keep the lowest IDs.
+		rank := func(s stats) (int, int) {
+			if sc.short {
+				return s.free, s.whole
+			}
+			return s.whole, s.free
+		}
+		sort.SliceStable(idx, func(a, b int) bool {
+			x1, x2 := rank(ns[idx[a]])
+			y1, y2 := rank(ns[idx[b]])
+			return x1 > y1 || (x1 == y1 && x2 > y2)
+		})
 		var s stats
 		for i, ni := range idx {
 			if s.add(ns[ni]); sc.fits(s) {

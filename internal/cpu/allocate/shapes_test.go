@@ -65,6 +65,9 @@ func TestExclusiveShapes(t *testing.T) {
 		// nodes 0-2 are the fewest nodes; all three pairs tie, so the lowest.
 		{name: "13 NUMA: the fewest nodes, ties to the lowest", topo: numa13, taken: numa13OneCoreLeft, n: 14, cpus: "0-6,52-58"},
 		{name: "13 NUMA: one node that fits is still packed", topo: numa13, taken: "0,52", n: 6, cpus: "1-3,53-55"},
+		// Nodes 0 and 1 have more free CPUs (5) but one whole core each; nodes 2 and 3 have two.
+		{name: "13 NUMA: nodes ranked by whole cores, not free CPUs", topo: numa13,
+			taken: "10-11,14-51,53-55,57-59,62-63,66-103", n: 8, cpus: "8-9,12-13,60-61,64-65"},
 		// One NUMA node, no L3 group holds 5 whole cores: most whole cores first, then most free CPUs.
 		{name: "L3 order: most whole cores, then most free CPUs", topo: l3x4, taken: "4,18-20,31", n: 10, cpus: "8-12,24-28"},
 		{name: "L3 order: the rest from the first best-fitting partly used core", topo: l3x4, taken: "4,18-20,31", n: 11,
