@@ -193,9 +193,15 @@ func checkName(s string) error {
 		return fmt.Errorf("group name is %d characters long (at most 63)", len(s))
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+		if !alnum(r) && r != '-' && r != '_' && r != '.' {
 			return fmt.Errorf("group name has the character %q (want letters, digits, '-', '_' or '.')", r)
 		}
 	}
+	// As Kubernetes label values: a pod could not carry the name otherwise.
+	if s != "" && (!alnum(rune(s[0])) || !alnum(rune(s[len(s)-1]))) {
+		return fmt.Errorf("group name %q starts or ends with '-', '_' or '.' (want a letter or digit at both ends)", s)
+	}
 	return nil
 }
+
+func alnum(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' }

@@ -78,6 +78,15 @@ func TestGroupNameRefused(t *testing.T) {
 			}
 		}
 	}
+	// Kubernetes label values start and end with a letter or digit; a profile could name
+	// such a group, but no pod could carry it.
+	for _, name := range []string{"-a", "a-", "_a", "a_", ".a", "a.", "-", "."} {
+		want := "label " + LabelGroup + "=" + strconv.Quote(name) + ": group name " + strconv.Quote(name) +
+			" starts or ends with '-', '_' or '.' (want a letter or digit at both ends)"
+		if _, err := groupOf(t, LabelGroup, name); err == nil || err.Error() != want {
+			t.Errorf("%q: err = %v\nwant %s", name, err, want)
+		}
+	}
 	for _, n := range []int{64, 65, 100} {
 		name := strings.Repeat("a", n)
 		want := "label " + LabelGroup + "=" + strconv.Quote(name) + ": group name is " + strconv.Itoa(n) + " characters long (at most 63)"
