@@ -7,7 +7,7 @@ FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 PKGS        ?= ./...
 
-.PHONY: all build test lint unit fuzz bench e2e qemu clean
+.PHONY: all build test lint unit fuzz bench mutation e2e e2e-node qemu clean
 
 all: build test
 
@@ -36,6 +36,14 @@ fuzz:
 # 2,000; about 3 minutes on 2 cores): the timeout is raised above go test's 10 minutes.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 30m $(PKGS)
+
+# Mutation testing (gremlins): the packages that decide CPUs, groups and admission, each
+# against its own tests; prints each package's efficacy and fails under MUTATION_FLOOR (%).
+MUTATION_PKGS ?= ./internal/cpu/allocate ./internal/cpu/pools ./internal/cpu/plan ./internal/nodeagent/checkpoint \
+	./internal/coresched ./internal/admission
+MUTATION_FLOOR ?= 0
+mutation:
+	bash hack/mutation.sh $(MUTATION_FLOOR) $(MUTATION_PKGS)
 
 # End to end on a real containerd with NRI (root; builds and caches the tools).
 e2e:
