@@ -185,6 +185,8 @@ func TestUnsafeNames(t *testing.T) {
 		{name: "leading dot", key: allocation.Key{PodUID: ".hidden", Container: ".tmp"}, wantFile: "%2Ehidden_%2Etmp.json"},
 		{name: "separator in uid", key: allocation.Key{PodUID: "a_b", Container: "c"}, wantFile: "a%5Fb_c.json"},
 		{name: "separator in container", key: allocation.Key{PodUID: "a", Container: "b_c"}, wantFile: "a_b%5Fc.json"},
+		{name: "kept bytes and their neighbours", key: allocation.Key{PodUID: "09AZaz-", Container: "/:@[`{"},
+			wantFile: "09AZaz-_%2F%3A%40%5B%60%7B.json"},
 		{name: "escape char and bytes", key: allocation.Key{PodUID: "%41", Container: "\x00\x7f é"}, wantFile: "%2541_%00%7F%20%C3%A9.json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
