@@ -70,20 +70,31 @@ func (s *Ledger) Add(a allocation.Allocation) error {
 			return fmt.Errorf("CPUs %s of pool %q are held by another container (%s)", held.Difference(free), a.Pool,
 				s.holders(held.Difference(free)))
 		}
+		if err := s.checkShare(a); err != nil {
+			return err // before taking the CPUs: a refused record holds nothing
+		}
 		s.free[a.Pool] = free.Difference(held)
+	} else if err := s.checkShare(a); err != nil {
+		return err
 	}
-	if a.MilliCPU > 0 {
-		p, ok := s.node.Pools.Shared()
-		if !ok || p.Name != a.SharedPool {
-			return fmt.Errorf("shared pool %q is not this node's shared pool", a.SharedPool)
-		}
-		// Against the configured capacity: shares granted before CPUs went offline are kept.
-		if capacity := int64(p.CPUs.Size()+s.node.Pools.Offline[p.Name].Size()) * 1000; a.MilliCPU > capacity-s.shared {
-			return fmt.Errorf("milliCPU %d: shared pool %q has %d of %d millicpu left", a.MilliCPU, p.Name, capacity-s.shared, capacity)
-		}
-		s.shared += a.MilliCPU
-	}
+	s.shared += a.MilliCPU
 	s.allocs[k] = a
+	return nil
+}
+
+// checkShare checks a's shared-pool share, if any, against the node and what is granted.
+func (s *Ledger) checkShare(a allocation.Allocation) error {
+	if a.MilliCPU <= 0 {
+		return nil
+	}
+	p, ok := s.node.Pools.Shared()
+	if !ok || p.Name != a.SharedPool {
+		return fmt.Errorf("shared pool %q is not this node's shared pool", a.SharedPool)
+	}
+	// Against the configured capacity: shares granted before CPUs went offline are kept.
+	if capacity := int64(p.CPUs.Size()+s.node.Pools.Offline[p.Name].Size()) * 1000; a.MilliCPU > capacity-s.shared {
+		return fmt.Errorf("milliCPU %d: shared pool %q has %d of %d millicpu left", a.MilliCPU, p.Name, capacity-s.shared, capacity)
+	}
 	return nil
 }
 

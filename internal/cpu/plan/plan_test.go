@@ -134,6 +134,14 @@ func TestPlanRefusals(t *testing.T) {
 		{name: "singleThreaded lacks whole cores", c: ctr("x", req("exclusive_st", "3")), code: CodeNotEnoughCPUs,
 			reason: `exclusive pool "exclusive_st": not enough whole free cores: requested=3 CPUs needs 3 whole cores ` +
 				`(singleThreaded), whole free cores=2, free CPUs=4`},
+		{name: "exclusive zero", c: ctr("x", req("exclusive_m", "0")), code: CodeFractionalExclusive,
+			reason: `exclusive pool "exclusive_m" counts whole CPUs: podfence.io/exclusive_m=0 is not a whole number above 0 (ask ` +
+				`for 1, 2, ...)`},
+		{name: "exclusive larger than the pool", c: ctr("x", req("exclusive_m", "9")), code: CodeExclusiveTooLarge,
+			reason: `asks podfence.io/exclusive_m=9, but exclusive pool "exclusive_m" has 8 CPUs`},
+		{name: "shared zero", c: ctr("x", req("shared_s", "0")), code: CodeInvalidRequest,
+			reason: `shared pool "shared_s" counts millicpu as a whole number: podfence.io/shared_s=0 is not one above 0 (ask 500 ` +
+				`for half a CPU)`},
 		{name: "shared larger than the pool", c: ctr("x", req("shared_s", "2500")), code: CodeSharedTooLarge,
 			reason: `asks 2500 millicpu of shared pool "shared_s", which has 2 CPUs (2000 millicpu)`},
 		{name: "shared pool full", before: []Container{ctr("a", req("shared_s", "1500"))}, c: ctr("x", req("shared_s", "600")),
@@ -149,6 +157,10 @@ func TestPlanRefusals(t *testing.T) {
 		{name: "given CPUs held by another", before: []Container{given(ctr("a", req("exclusive_m", "2")), 2, 10)},
 			c: given(ctr("x", req("exclusive_m", "2")), 10, 3), code: CodeCPUsUnavailable,
 			reason: `given CPUs 10 of pool "exclusive_m" are held by [pod-a/a]`},
+		{name: "given CPUs held: only their holders named", before: []Container{given(ctr("a", req("exclusive_m", "2")), 2, 10),
+			given(ctr("b", req("exclusive_m", "2")), 4, 12), given(ctr("c", req("exclusive_m", "1")), 11)},
+			c: given(ctr("x", req("exclusive_m", "3")), 10, 3, 11), code: CodeCPUsUnavailable,
+			reason: `given CPUs 10-11 of pool "exclusive_m" are held by [pod-a/a pod-c/c]`},
 		{name: "given CPUs of the wrong count", c: given(ctr("x", req("exclusive_m", "2")), 2), code: CodeInvalidRequest,
 			reason: `given CPUs 2 are 1, but the container asks 2 of pool "exclusive_m"`},
 	} {

@@ -27,6 +27,10 @@ func TestContainerRequests(t *testing.T) {
 		{name: "limits only", resources: `{limits: {podfence.io/exclusive_m: "2"}}`, want: "exclusive_m=2"},
 		{name: "requests only", resources: `{requests: {podfence.io/shared_s: "300"}}`, want: "shared_s=300"},
 		{name: "CPU-Pooler domain", resources: `{limits: {nokia.k8s.io/exclusive_m: "1"}}`, want: "exclusive_m=1"},
+		{name: "requests equal to limits", resources: `{limits: {podfence.io/shared_s: "300"}, requests: {podfence.io/shared_s: "300"}}`,
+			want: "shared_s=300"},
+		{name: "one pool under two domains, same amount", resources: `{limits: {podfence.io/exclusive_m: "2", nokia.k8s.io/exclusive_m: "2"}}`,
+			want: "exclusive_m=2"},
 		{name: "other resources ignored", resources: `{limits: {cpu: "2", memory: 1Gi, example.com/gpu: "1"}}`, want: ""},
 		{name: "requests differ from limits", resources: `{limits: {podfence.io/exclusive_m: "2"}, requests: {podfence.io/exclusive_m: "1"}}`,
 			err: `container "c": resource podfence.io/exclusive_m: requests 1 differ from limits 2: extended resources need requests ` +
@@ -95,7 +99,8 @@ func TestPlanPods(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("placed %v, want %v", got, want)
 	}
-	if len(rep.Refusals) != 1 || rep.Refusals[0].Pod != "a/greedy" || rep.Refusals[0].Container != "toobig" || rep.Refusals[0].Code != CodeNotEnoughCPUs {
+	if len(rep.Refusals) != 1 || rep.Refusals[0].Pod != "a/greedy" || rep.Refusals[0].Container != "toobig" ||
+		rep.Refusals[0].Code != CodeNotEnoughCPUs {
 		t.Errorf("refusals = %+v, want a/greedy toobig NotEnoughCPUs", rep.Refusals)
 	}
 	if s.Len() != 2 || s.SharedUsed() != 0 {
