@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,10 +97,7 @@ func TestRestoreRefuses(t *testing.T) {
 				return
 			}
 			// The refused record counts nowhere: the pools are as the earlier records left them.
-			var ok []allocation.Allocation
-			for _, a := range tc.allocs[:s.Len()] {
-				ok = append(ok, a)
-			}
+			ok := slices.Clone(tc.allocs[:s.Len()])
 			fresh := NewLedger(testNode(t))
 			if err := fresh.Restore(ok); err != nil {
 				t.Fatal(err)
