@@ -1,23 +1,23 @@
-// Package checkpoint persists the agent's allocations, so that a restarted agent knows which CPUs
-// its running containers hold. The checkpoint is a directory with one small file per container,
-// so recording a change costs the same with 1 or 1,000 containers:
+// Package checkpoint persists the agent's allocations, so that a restarted agent (and
+// `podfence status` while it is down) knows which CPUs its running containers hold. The
+// checkpoint is a directory holding a journal of changes, one JSON line each:
 //
-//	<dir>/VERSION                      "1\n"
-//	<dir>/<podUID>_<container>.json    {"version":1,"allocation":{"podUID":…,"cpus":"4-5",…}}
+//	<dir>/VERSION              "2\n"
+//	<dir>/allocations.jsonl    {"put":{"podUID":…,"container":…,"cpus":"4-5",…}}
+//	                           {"del":{"podUID":…,"container":…}}
 //
-// Both parts of a record's file name are escaped: bytes other than A-Z, a-z, 0-9 and '-' become
-// %XX. Names therefore never hold '/', never start with '.', and distinct keys get distinct
-// files. A write goes to a temp file ("*.tmp") that is fsynced and renamed over the record,
-// then the directory is fsynced (rename(2)): after a crash a record is either old or new, and
-// Load removes any temp file left behind.
+// A change is one append (a batch of changes one write(2)), so recording it costs the same
+// with 1 or 5,000 containers; when the journal holds more than twice the lines it had live
+// records at its last rewrite (plus compactSlack), it is rewritten with only the live ones
+// (temp file, fsync, rename), which keeps appends O(1) amortised. The records are a cache of
+// what the runtime shows: a line cut short by a crash, or damaged, is left out and reported,
+// and the agent rebuilds that container from the runtime. Version 1 checkpoints (one file per
+// record) are converted on Open.
 package checkpoint
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,43 +25,43 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
-// Version is the checkpoint format this package reads and writes.
-const Version = 1
+// Version is the checkpoint format this package writes; it also reads version 1.
+const Version = 2
 
 const (
-	versionFile  = "VERSION"
-	recordSuffix = ".json"
-	tmpSuffix    = ".tmp"
-	// maxNameLen keeps a record's temp file name ("<name>.<uint32>.tmp") within the usual
-	// 255-byte file name limit.
-	maxNameLen = 255 - len(".4294967295"+tmpSuffix)
-	// maxRecordBytes caps a record file. A real record is under 1 KiB; the longest CPU
-	// lists (every other CPU up to topology.MaxCPUID) take about 20 KB each.
+	versionFile = "VERSION"
+	// JournalFile is the journal's name in the checkpoint directory.
+	JournalFile = "allocations.jsonl"
+	tmpSuffix   = ".tmp"
+	// maxRecordBytes caps a journal line. A real record is under 1 KiB; the longest CPU lists
+	// (every other CPU up to topology.MaxCPUID) take about 20 KB each.
 	maxRecordBytes = 64 << 10
+	// maxJournalBytes caps the journal Load reads: 1,000 records of the longest kind, or far
+	// more containers than a node runs. A longer journal is refused unread and started anew.
+	maxJournalBytes = 64 << 20
+	// compactSlack is how many lines a journal may grow beyond twice its live records before
+	// it is rewritten.
+	compactSlack = 1024
 )
 
-// Store is a checkpoint directory. It is safe for concurrent use; Puts and Deletes of
-// different keys proceed in parallel. One process should own a directory.
+// Store is a checkpoint directory. It is safe for concurrent use; changes are appended in
+// the order their calls take the lock. One process should own a directory.
 type Store struct {
 	dir string
-	// mu is held shared by Put and Delete and exclusively by Load, so Load's removal of
-	// temp files never races with a write in flight.
-	mu sync.RWMutex
-}
 
-// record is the content of one record file.
-type record struct {
-	Version    int                    `json:"version"`
-	Allocation *allocation.Allocation `json:"allocation"`
+	mu      sync.Mutex
+	lines   int     // lines in the journal (an estimate until the first Load or rewrite)
+	live    int     // live records at the last Load or rewrite
+	carried []error // version 1 records left out by Open, for the next Load to report
 }
 
 // Open opens the checkpoint in dir, creating the directory (mode 0700) and its VERSION file if
-// needed. A VERSION other than Version is an error that says what to do.
+// needed, and converting a version 1 checkpoint. A VERSION this package cannot read is an
+// error that says what to do.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create checkpoint directory: %w", err)
@@ -69,74 +69,48 @@ func Open(dir string) (*Store, error) {
 	s := &Store{dir: dir}
 	path := filepath.Join(dir, versionFile)
 	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := s.writeAtomic(versionFile, []byte(strconv.Itoa(Version)+"\n")); err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := writeAtomic(dir, versionFile, []byte(strconv.Itoa(Version)+"\n")); err != nil {
 			return nil, fmt.Errorf("create checkpoint version file: %w", err)
 		}
 		return s, nil
-	}
-	if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("read checkpoint version: %w", err)
 	}
-	if found := strings.TrimSpace(string(b)); found != strconv.Itoa(Version) {
-		return nil, fmt.Errorf("checkpoint version file %s holds version %q, but this podfence supports only version %d: "+
+	switch found := strings.TrimSpace(string(b)); found {
+	case strconv.Itoa(Version):
+		return s, s.endLine()
+	case "1":
+		return s, s.convertV1()
+	default:
+		return nil, fmt.Errorf("checkpoint version file %s holds version %q, but this podfence supports only versions 1 and %d: "+
 			"run a podfence release that supports version %q, or drain the node and delete %s",
 			path, found, Version, found, dir)
 	}
-	return s, nil
 }
 
 // Dir returns the checkpoint directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Put records a, replacing any record with the same key. Only a's own file is written. The pod
-// UID and container name must be valid UTF-8 (JSON would alter them otherwise).
+// Put records a, replacing any record with the same key, and syncs the journal. The pod UID
+// and container name must be valid UTF-8 (JSON would alter them otherwise).
 func (s *Store) Put(a allocation.Allocation) error {
-	name, data, err := encodeRecord(a)
+	line, err := encodePut(a)
 	if err != nil {
 		return fmt.Errorf("checkpoint container %q of pod %q: %w", a.Container, a.PodUID, err)
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err := s.writeAtomic(name, data); err != nil {
+	if err := s.appendLines(line, 1, true); err != nil {
 		return fmt.Errorf("checkpoint container %q of pod %q: %w", a.Container, a.PodUID, err)
 	}
 	return nil
 }
 
-// encodeRecord returns a's file name and content, or why Load would refuse them.
-func encodeRecord(a allocation.Allocation) (string, []byte, error) {
-	if !utf8.ValidString(a.PodUID) || !utf8.ValidString(a.Container) {
-		return "", nil, errors.New("pod UID and container name must be valid UTF-8")
-	}
-	name := fileName(a.Key())
-	if len(name) > maxNameLen {
-		return "", nil, fmt.Errorf("file name is %d bytes, over the limit of %d", len(name), maxNameLen)
-	}
-	data, err := json.Marshal(record{Version: Version, Allocation: &a})
-	if err != nil {
-		return "", nil, err
-	}
-	if len(data)+1 > maxRecordBytes { // Load would refuse it
-		return "", nil, fmt.Errorf("record is %d bytes, over the limit of %d bytes", len(data)+1, maxRecordBytes)
-	}
-	return name, append(data, '\n'), nil
-}
-
-// Delete removes the record of k. A missing record is not an error.
+// Delete removes the record of k, and syncs the journal. A missing record is not an error.
 func (s *Store) Delete(k allocation.Key) error {
-	name := fileName(k)
-	if len(name) > maxNameLen {
-		return nil // Put never writes such a name.
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	err := os.Remove(filepath.Join(s.dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	line, err := encodeDel(k)
 	if err == nil {
-		err = syncDir(s.dir)
+		err = s.appendLines(line, 1, true)
 	}
 	if err != nil {
 		return fmt.Errorf("delete checkpoint of container %q of pod %q: %w", k.Container, k.PodUID, err)
@@ -144,159 +118,170 @@ func (s *Store) Delete(k allocation.Key) error {
 	return nil
 }
 
-// Load returns every readable record, sorted by pod UID then container name. It removes
-// leftover temp files and ignores files that are neither records nor VERSION. Each unreadable
-// record (including one over 64 KiB, which is refused unread) is left out and reported in the
-// error with its path, the problem and what to do; the caller rebuilds those containers from
-// the runtime.
-func (s *Store) Load() ([]allocation.Allocation, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	entries, err := os.ReadDir(s.dir)
-	if err != nil {
-		return nil, fmt.Errorf("load checkpoint: %w", err)
-	}
-	var (
-		allocs  []allocation.Allocation
-		errs    []error
-		removed bool
-	)
-	for _, e := range entries {
-		path := filepath.Join(s.dir, e.Name())
-		switch {
-		case strings.HasSuffix(e.Name(), tmpSuffix):
-			if err := os.Remove(path); err != nil {
-				errs = append(errs, fmt.Errorf("remove leftover temp file: %w", err))
-			}
-			removed = true
-		case strings.HasSuffix(e.Name(), recordSuffix):
-			a, err := loadRecord(path)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			allocs = append(allocs, a)
-		}
-	}
-	if removed {
-		if err := syncDir(s.dir); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	slices.SortFunc(allocs, func(a, b allocation.Allocation) int { return compareKeys(a.Key(), b.Key()) })
-	if len(errs) > 0 {
-		return allocs, fmt.Errorf("load checkpoint %s: %w", s.dir, errors.Join(errs...))
-	}
-	return allocs, nil
-}
-
-// loadRecord reads and decodes the record file at path, refusing it unread when it is over
-// maxRecordBytes.
-func loadRecord(path string) (allocation.Allocation, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return allocation.Allocation{}, err
-	}
-	defer func() { _ = f.Close() }()
-	info, err := f.Stat()
-	if err != nil {
-		return allocation.Allocation{}, err
-	}
-	if info.Size() > maxRecordBytes {
-		return allocation.Allocation{}, recordError(path, tooBig(strconv.FormatInt(info.Size(), 10)))
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
-	if err != nil {
-		return allocation.Allocation{}, err
-	}
-	return decodeRecord(path, b)
-}
-
-// decodeRecord parses the content of the record file at path. Errors name the file.
-func decodeRecord(path string, b []byte) (allocation.Allocation, error) {
-	if len(b) > maxRecordBytes {
-		return allocation.Allocation{}, recordError(path, tooBig("more than "+strconv.Itoa(maxRecordBytes)))
-	}
-	a, err := parseRecord(filepath.Base(path), b)
-	if err != nil {
-		return allocation.Allocation{}, recordError(path, err)
-	}
-	return a, nil
-}
-
-func tooBig(size string) error {
-	return fmt.Errorf("file is %s bytes, over the limit of %d bytes (a record is under 1 KiB)", size, maxRecordBytes)
-}
-
-func recordError(path string, err error) error {
-	return fmt.Errorf("checkpoint record %s: %w: repair the file, or delete it if its container no longer runs", path, err)
-}
-
-func parseRecord(name string, b []byte) (allocation.Allocation, error) {
-	var r record
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return allocation.Allocation{}, fmt.Errorf("decode JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return allocation.Allocation{}, fmt.Errorf("decode JSON: data after the record")
-	}
-	if r.Version != Version {
-		return allocation.Allocation{}, fmt.Errorf("record version is %d, this podfence reads version %d", r.Version, Version)
-	}
-	if r.Allocation == nil {
-		return allocation.Allocation{}, fmt.Errorf("no allocation")
-	}
-	if want := fileName(r.Allocation.Key()); want != name {
-		return allocation.Allocation{}, fmt.Errorf("holds container %q of pod %q, whose file name is %s",
-			r.Allocation.Container, r.Allocation.PodUID, want)
-	}
-	return *r.Allocation, nil
-}
-
-// writeAtomic replaces dir/name with data: temp file, fsync, rename, fsync dir.
-// WriteBatch records puts and removes dels as Put and Delete do, but with one directory
-// sync for the whole batch and no file sync: the agent's records are a cache of what the
-// runtime shows (it rebuilds each container from the runtime), so a record lost or cut short
-// by a power failure costs nothing but a rebuild, while a sync per record was a third of the
-// agent's CPU per container. Every change is tried; the errors are joined.
+// WriteBatch records puts and removes dels as Put and Delete do, in one append and with no
+// sync: the agent's records are a cache of what the runtime shows (it rebuilds each container
+// from the runtime), so a change lost by a power failure costs nothing but a rebuild. A
+// change that cannot be encoded is left out and reported; the others are written. Errors are
+// joined.
 func (s *Store) WriteBatch(puts []allocation.Allocation, dels []allocation.Key) error {
-	var errs []error
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	var (
+		buf  []byte
+		n    int
+		errs []error
+	)
 	for _, a := range puts {
-		name, data, err := encodeRecord(a)
-		if err == nil {
-			err = s.write(name, data, false)
-		}
+		line, err := encodePut(a)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("checkpoint container %q of pod %q: %w", a.Container, a.PodUID, err))
-		}
-	}
-	for _, k := range dels {
-		name := fileName(k)
-		if len(name) > maxNameLen {
 			continue
 		}
-		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("delete checkpoint of container %q of pod %q: %w", k.Container, k.PodUID, err))
-		}
+		buf, n = append(buf, line...), n+1
 	}
-	if len(puts)+len(dels) > 0 {
-		if err := syncDir(s.dir); err != nil {
-			errs = append(errs, err)
+	for _, k := range dels {
+		line, err := encodeDel(k)
+		if err != nil {
+			continue // Put never writes such a key
+		}
+		buf, n = append(buf, line...), n+1
+	}
+	if n > 0 {
+		if err := s.appendLines(buf, n, false); err != nil {
+			errs = append(errs, fmt.Errorf("checkpoint batch of %d changes: %w", n, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (s *Store) writeAtomic(name string, data []byte) error { return s.write(name, data, true) }
+// appendLines appends n encoded lines to the journal (creating it if needed), syncing it
+// when sync is set, then rewrites the journal if it has grown past its bound.
+func (s *Store) appendLines(buf []byte, n int, sync bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := os.OpenFile(filepath.Join(s.dir, JournalFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(buf)
+	if err == nil && sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	s.lines += n
+	if s.lines > 2*s.live+compactSlack {
+		_, _, err := s.compactLocked()
+		return err
+	}
+	return nil
+}
 
-// write replaces file name with data through a temp file and a rename; with sync, the file
-// and the directory are synced.
-func (s *Store) write(name string, data []byte, sync bool) (err error) {
-	f, err := os.CreateTemp(s.dir, name+".*"+tmpSuffix)
+// Load returns every readable record, sorted by pod UID then container name. Each line it
+// cannot read (cut short, damaged, over 64 KiB) is left out and reported in the error with
+// its line number, the problem and what it means; the caller rebuilds those containers from
+// the runtime. The journal is then rewritten with the live records only, which also drops
+// the damaged lines and any temp file left behind.
+func (s *Store) Load() ([]allocation.Allocation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	allocs, problems, err := s.compactLocked()
+	problems, s.carried = append(s.carried, problems...), nil
+	if err != nil {
+		return allocs, fmt.Errorf("load checkpoint %s: %w", s.dir, err)
+	}
+	if len(problems) > 0 {
+		return allocs, fmt.Errorf("load checkpoint %s: %w", s.dir, errors.Join(problems...))
+	}
+	return allocs, nil
+}
+
+// compactLocked reads the journal and rewrites it with its live records. It returns them,
+// the problems of the lines it left out, and the error that kept it from reading or
+// rewriting. The caller holds mu.
+func (s *Store) compactLocked() ([]allocation.Allocation, []error, error) {
+	path := filepath.Join(s.dir, JournalFile)
+	live, problems, err := readJournal(path)
+	missing := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !missing {
+		return nil, nil, err
+	}
+	allocs := make([]allocation.Allocation, 0, len(live))
+	for _, a := range live {
+		allocs = append(allocs, a)
+	}
+	slices.SortFunc(allocs, func(a, b allocation.Allocation) int { return compareKeys(a.Key(), b.Key()) })
+	if err := s.removeTemps(); err != nil {
+		return allocs, problems, err
+	}
+	if missing && len(allocs) == 0 {
+		s.lines, s.live = 0, 0
+		return allocs, problems, nil
+	}
+	var buf []byte
+	for _, a := range allocs {
+		line, err := encodePut(a)
+		if err != nil { // readJournal accepted it, so it encodes
+			return allocs, problems, err
+		}
+		buf = append(buf, line...)
+	}
+	if err := writeAtomic(s.dir, JournalFile, buf); err != nil {
+		return allocs, problems, fmt.Errorf("rewrite journal: %w", err)
+	}
+	s.lines, s.live = len(allocs), len(allocs)
+	return allocs, problems, nil
+}
+
+// removeTemps removes temp files a crash left in the directory.
+func (s *Store) removeTemps() error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), tmpSuffix) {
+			if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("remove leftover temp file: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// endLine makes sure the journal ends with a newline, so that a line cut short by a crash
+// stays a line of its own (left out by Load) instead of swallowing the next append.
+func (s *Store) endLine() error {
+	f, err := os.OpenFile(filepath.Join(s.dir, JournalFile), os.O_RDWR|os.O_APPEND, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open checkpoint journal: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, info.Size()-1); err != nil {
+		return fmt.Errorf("read checkpoint journal: %w", err)
+	}
+	if last[0] != '\n' {
+		if _, err := f.Write([]byte{'\n'}); err != nil {
+			return fmt.Errorf("end checkpoint journal's last line: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeAtomic replaces dir/name with data: temp file, fsync, rename, fsync dir.
+func writeAtomic(dir, name string, data []byte) (err error) {
+	f, err := os.CreateTemp(dir, name+".*"+tmpSuffix)
 	if err != nil {
 		return err
 	}
@@ -309,21 +294,16 @@ func (s *Store) write(name string, data []byte, sync bool) (err error) {
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	if sync {
-		if err := f.Sync(); err != nil {
-			return err
-		}
+	if err := f.Sync(); err != nil {
+		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), filepath.Join(s.dir, name)); err != nil {
+	if err := os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
 		return err
 	}
-	if !sync {
-		return nil
-	}
-	return syncDir(s.dir)
+	return syncDir(dir)
 }
 
 func syncDir(dir string) error {
@@ -336,29 +316,6 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return d.Close()
-}
-
-// fileName is the record file name of k: "<podUID>_<container>.json", both parts escaped.
-func fileName(k allocation.Key) string {
-	return escape(k.PodUID) + "_" + escape(k.Container) + recordSuffix
-}
-
-// escape keeps A-Z, a-z, 0-9 and '-' and writes every other byte as %XX, so the result holds
-// no '/', '.' or '_' and distinct inputs give distinct outputs.
-func escape(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '-' || '0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&0xF])
-	}
-	return b.String()
 }
 
 func compareKeys(a, b allocation.Key) int {

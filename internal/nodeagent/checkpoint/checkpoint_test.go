@@ -84,6 +84,16 @@ func dirNames(t testing.TB, dir string) []string {
 	return names
 }
 
+// journalLines returns the journal's lines (without newlines).
+func journalLines(t testing.TB, s *Store) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.Dir(), JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
 func TestOpen(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -91,13 +101,14 @@ func TestOpen(t *testing.T) {
 		wantErr string // %s is the directory
 	}{
 		{name: "new directory", version: "-"},
-		{name: "version 1", version: "1\n"},
-		{name: "version 1 without newline", version: "1"},
-		{name: "version 2", version: "2\n",
-			wantErr: `checkpoint version file %[1]s/VERSION holds version "2", but this podfence supports only version 1: run a ` +
-				`podfence release that supports version "2", or drain the node and delete %[1]s`},
+		{name: "version 2", version: "2\n"},
+		{name: "version 2 without newline", version: "2"},
+		{name: "version 1 (converted)", version: "1\n"},
+		{name: "version 3", version: "3\n",
+			wantErr: `checkpoint version file %[1]s/VERSION holds version "3", but this podfence supports only versions 1 and 2: run a ` +
+				`podfence release that supports version "3", or drain the node and delete %[1]s`},
 		{name: "garbage", version: "x\n",
-			wantErr: `checkpoint version file %[1]s/VERSION holds version "x", but this podfence supports only version 1: run a ` +
+			wantErr: `checkpoint version file %[1]s/VERSION holds version "x", but this podfence supports only versions 1 and 2: run a ` +
 				`podfence release that supports version "x", or drain the node and delete %[1]s`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,8 +132,8 @@ func TestOpen(t *testing.T) {
 			if s.Dir() != dir {
 				t.Errorf("Dir() = %q, want %q", s.Dir(), dir)
 			}
-			if b, err := os.ReadFile(filepath.Join(dir, "VERSION")); err != nil || strings.TrimSpace(string(b)) != "1" {
-				t.Errorf("VERSION = %q, %v; want \"1\"", b, err)
+			if b, err := os.ReadFile(filepath.Join(dir, "VERSION")); err != nil || strings.TrimSpace(string(b)) != "2" {
+				t.Errorf("VERSION = %q, %v; want \"2\"", b, err)
 			}
 			if fi, err := os.Stat(dir); err != nil || tc.version == "-" && fi.Mode().Perm() != 0o700 {
 				t.Errorf("stat %s = %v, %v; want mode 0700", dir, fi.Mode(), err)
@@ -148,88 +159,99 @@ func TestPutLoadDelete(t *testing.T) {
 		{name: "delete", put: []allocation.Allocation{a1, a2, a3}, delete: []allocation.Key{a2.Key()}, want: []allocation.Allocation{a1, a3}},
 		{name: "delete missing", put: []allocation.Allocation{a1}, delete: []allocation.Key{a2.Key(), a1.Key(), a1.Key()}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := mustOpen(t, t.TempDir())
-			for _, a := range tc.put {
-				if err := s.Put(a); err != nil {
-					t.Fatal(err)
+		for _, batch := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/batch=%v", tc.name, batch), func(t *testing.T) {
+				s := mustOpen(t, t.TempDir())
+				if batch {
+					if err := s.WriteBatch(tc.put, nil); err != nil {
+						t.Fatal(err)
+					}
+					if err := s.WriteBatch(nil, tc.delete); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					for _, a := range tc.put {
+						if err := s.Put(a); err != nil {
+							t.Fatal(err)
+						}
+					}
+					for _, k := range tc.delete {
+						if err := s.Delete(k); err != nil {
+							t.Fatalf("Delete(%v): %v", k, err)
+						}
+					}
 				}
-			}
-			for _, k := range tc.delete {
-				if err := s.Delete(k); err != nil {
-					t.Fatalf("Delete(%v): %v", k, err)
+				if got := mustLoad(t, s); !sameAllocs(got, tc.want) {
+					t.Errorf("Load() = %+v, want %+v", got, tc.want)
 				}
-			}
-			if got := mustLoad(t, s); !sameAllocs(got, tc.want) {
-				t.Errorf("Load() = %+v, want %+v", got, tc.want)
-			}
-			// A reopened store reads the same.
-			if got := mustLoad(t, mustOpen(t, s.Dir())); !sameAllocs(got, tc.want) {
-				t.Errorf("Load() after reopen = %+v, want %+v", got, tc.want)
-			}
-		})
+				// A reopened store reads the same, and so does a second Load (after the rewrite).
+				r := mustOpen(t, s.Dir())
+				for i := range 2 {
+					if got := mustLoad(t, r); !sameAllocs(got, tc.want) {
+						t.Errorf("Load() %d after reopen = %+v, want %+v", i, got, tc.want)
+					}
+				}
+			})
+		}
 	}
 }
 
-func TestUnsafeNames(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		key      allocation.Key
-		wantFile string
-	}{
-		{name: "uuid and label", key: allocation.Key{PodUID: uid1, Container: "app"}, wantFile: uid1 + "_app.json"},
-		{name: "parent dir", key: allocation.Key{PodUID: "..", Container: "../x"}, wantFile: "%2E%2E_%2E%2E%2Fx.json"},
-		{name: "slash", key: allocation.Key{PodUID: "a/b", Container: "/etc/passwd"}, wantFile: "a%2Fb_%2Fetc%2Fpasswd.json"},
-		{name: "empty container", key: allocation.Key{PodUID: uid1}, wantFile: uid1 + "_.json"},
-		{name: "empty both", key: allocation.Key{}, wantFile: "_.json"},
-		{name: "leading dot", key: allocation.Key{PodUID: ".hidden", Container: ".tmp"}, wantFile: "%2Ehidden_%2Etmp.json"},
-		{name: "separator in uid", key: allocation.Key{PodUID: "a_b", Container: "c"}, wantFile: "a%5Fb_c.json"},
-		{name: "separator in container", key: allocation.Key{PodUID: "a", Container: "b_c"}, wantFile: "a_b%5Fc.json"},
-		{name: "kept bytes and their neighbours", key: allocation.Key{PodUID: "09AZaz-", Container: "/:@[`{"},
-			wantFile: "09AZaz-_%2F%3A%40%5B%60%7B.json"},
-		{name: "escape char and bytes", key: allocation.Key{PodUID: "%41", Container: "\x00\x7f é"}, wantFile: "%2541_%00%7F%20%C3%A9.json"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := fileName(tc.key); got != tc.wantFile {
-				t.Errorf("fileName(%q) = %q, want %q", tc.key, got, tc.wantFile)
-			}
-			s := mustOpen(t, t.TempDir())
-			a := shared(tc.key.PodUID, tc.key.Container, "shared_b", 100)
-			if err := s.Put(a); err != nil {
-				t.Fatal(err)
-			}
-			names := dirNames(t, s.Dir())
-			if want := []string{"VERSION", tc.wantFile}; !slices.Equal(names, want) && !slices.Equal(names, []string{tc.wantFile, "VERSION"}) {
-				t.Errorf("directory holds %q, want %q", names, want)
-			}
-			if got := mustLoad(t, s); !sameAllocs(got, []allocation.Allocation{a}) {
-				t.Errorf("Load() = %+v, want %+v", got, a)
-			}
-		})
+// TestAnyKeyRoundTrips: keys with path characters, separators, newlines and quotes are
+// data in a JSON line: each comes back as it was, and none names a file.
+func TestAnyKeyRoundTrips(t *testing.T) {
+	keys := []allocation.Key{
+		{PodUID: uid1, Container: "app"},
+		{PodUID: "..", Container: "../x"},
+		{PodUID: "a/b", Container: "/etc/passwd"},
+		{PodUID: uid1},
+		{},
+		{PodUID: "a\nb", Container: "c\"d\\"},
+		{PodUID: "%41", Container: "\x00\x7f é"},
+	}
+	s := mustOpen(t, t.TempDir())
+	var want []allocation.Allocation
+	for i, k := range keys {
+		a := shared(k.PodUID, k.Container, "shared_b", int64(i+1))
+		if err := s.Put(a); err != nil {
+			t.Fatalf("Put(%q): %v", k, err)
+		}
+		want = append(want, a)
+	}
+	slices.SortFunc(want, func(a, b allocation.Allocation) int { return compareKeys(a.Key(), b.Key()) })
+	if got := mustLoad(t, mustOpen(t, s.Dir())); !sameAllocs(got, want) {
+		t.Errorf("Load() = %+v, want %+v", got, want)
+	}
+	if names := dirNames(t, s.Dir()); !slices.Equal(names, []string{"VERSION", JournalFile}) &&
+		!slices.Equal(names, []string{JournalFile, "VERSION"}) {
+		t.Errorf("directory holds %q, want VERSION and %s", names, JournalFile)
 	}
 }
 
 func TestPutRejects(t *testing.T) {
-	long := strings.Repeat("/", 80) // 240 bytes escaped
+	big := shared(uid1, "app", "shared_b", 1)
+	big.Namespace = strings.Repeat("n", 64<<10)
 	for _, tc := range []struct {
 		name    string
-		key     allocation.Key
+		a       allocation.Allocation
 		wantErr string
 	}{
-		{name: "name too long", key: allocation.Key{PodUID: uid1, Container: long},
-			wantErr: `checkpoint container "` + long + `" of pod "` + uid1 + `": file name is 282 bytes, over the limit of 240`},
-		{name: "invalid UTF-8 container", key: allocation.Key{PodUID: uid1, Container: "a\xff"},
+		{name: "invalid UTF-8 container", a: shared(uid1, "a\xff", "shared_b", 1),
 			wantErr: `checkpoint container "a\xff" of pod "` + uid1 + `": pod UID and container name must be valid UTF-8`},
-		{name: "invalid UTF-8 pod UID", key: allocation.Key{PodUID: "\xc3", Container: "a"},
+		{name: "invalid UTF-8 pod UID", a: shared("\xc3", "a", "shared_b", 1),
 			wantErr: `checkpoint container "a" of pod "\xc3": pod UID and container name must be valid UTF-8`},
+		{name: "over 64 KiB", a: big,
+			wantErr: `checkpoint container "app" of pod "` + uid1 + `": record is 65674 bytes, over the limit of 65536 bytes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := mustOpen(t, t.TempDir())
-			if err := s.Put(shared(tc.key.PodUID, tc.key.Container, "shared_b", 1)); err == nil || err.Error() != tc.wantErr {
+			if err := s.Put(tc.a); err == nil || err.Error() != tc.wantErr {
 				t.Errorf("Put error = %v, want %s", err, tc.wantErr)
 			}
-			if err := s.Delete(tc.key); err != nil {
-				t.Errorf("Delete: %v", err)
+			if err := s.WriteBatch([]allocation.Allocation{tc.a}, nil); err == nil || err.Error() != tc.wantErr {
+				t.Errorf("WriteBatch error = %v, want %s", err, tc.wantErr)
+			}
+			if err := s.Delete(tc.a.Key()); tc.a.Namespace == "" && err == nil {
+				t.Errorf("Delete of an invalid key succeeded")
 			}
 			if got := mustLoad(t, s); len(got) != 0 {
 				t.Errorf("Load() = %+v, want none", got)
@@ -238,15 +260,22 @@ func TestPutRejects(t *testing.T) {
 	}
 }
 
-// TestConcurrent runs Puts, Deletes and Loads at once (for -race); Load must not remove the
-// temp file of a Put in flight.
+// TestConcurrent runs Puts, Deletes, batches and Loads at once (for -race); every change
+// made is read back.
 func TestConcurrent(t *testing.T) {
 	s := mustOpen(t, t.TempDir())
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 25 {
-				if err := s.Put(shared(uid1, fmt.Sprintf("g%d-%d", g, i), "shared_b", int64(i))); err != nil {
+				a := shared(uid1, fmt.Sprintf("g%d-%d", g, i), "shared_b", int64(i))
+				var err error
+				if i%2 == 0 {
+					err = s.Put(a)
+				} else {
+					err = s.WriteBatch([]allocation.Allocation{a}, []allocation.Key{{PodUID: uid2, Container: fmt.Sprint(i)}})
+				}
+				if err != nil {
 					t.Error(err)
 				}
 				if err := s.Delete(allocation.Key{PodUID: uid2, Container: fmt.Sprint(i)}); err != nil {
@@ -263,7 +292,7 @@ func TestConcurrent(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	if got := mustLoad(t, s); len(got) != 100 {
+	if got := mustLoad(t, mustOpen(t, s.Dir())); len(got) != 100 {
 		t.Errorf("Load() returned %d records, want 100", len(got))
 	}
 }

@@ -11,94 +11,56 @@ import (
 	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
-// blockRecord puts a non-empty directory where k's record file goes: neither rename(2) over
-// it nor remove(2) of it succeeds, even for root (which file modes do not stop).
-func blockRecord(t *testing.T, s *Store, k allocation.Key) string {
+// blockJournal puts a non-empty directory where the journal goes: neither open(2) for writing
+// nor rename(2) over it succeeds, even for root (which file modes do not stop).
+func blockJournal(t *testing.T, s *Store) string {
 	t.Helper()
-	path := filepath.Join(s.Dir(), fileName(k))
+	path := filepath.Join(s.Dir(), JournalFile)
 	if err := os.MkdirAll(filepath.Join(path, "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
-// tmpFiles lists the temp files left in dir.
-func tmpFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	for _, n := range dirNames(t, dir) {
-		if strings.HasSuffix(n, tmpSuffix) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// TestDeleteSurfacesErrors: a record that cannot be removed is an error naming the
-// container, in Delete and in WriteBatch, and the record stays.
-func TestDeleteSurfacesErrors(t *testing.T) {
+// TestWritesSurfaceErrors: a journal that cannot be written is an error naming the
+// container (Put, Delete) or the batch, with the cause; nothing is counted as written.
+func TestWritesSurfaceErrors(t *testing.T) {
 	s := mustOpen(t, t.TempDir())
-	k := allocation.Key{PodUID: uid1, Container: "app"}
-	path := blockRecord(t, s, k)
-	want := `delete checkpoint of container "app" of pod "` + uid1 + `": remove ` + path + `: directory not empty`
-	if err := s.Delete(k); err == nil || err.Error() != want {
-		t.Errorf("Delete error = %v, want %s", err, want)
+	path := blockJournal(t, s)
+	a := shared(uid1, "app", "shared_b", 100)
+	cause := "open " + path + ": is a directory"
+	if err := s.Put(a); err == nil || err.Error() != `checkpoint container "app" of pod "`+uid1+`": `+cause {
+		t.Errorf("Put error = %v", err)
 	}
-	if err := s.WriteBatch(nil, []allocation.Key{k}); err == nil || err.Error() != want {
-		t.Errorf("WriteBatch error = %v, want %s", err, want)
+	if err := s.Delete(a.Key()); err == nil || err.Error() != `delete checkpoint of container "app" of pod "`+uid1+`": `+cause {
+		t.Errorf("Delete error = %v", err)
 	}
-	if _, err := os.Stat(path); err != nil {
-		t.Errorf("the record is gone: %v", err)
+	if err := s.WriteBatch([]allocation.Allocation{a}, []allocation.Key{{PodUID: uid2, Container: "x"}}); err == nil ||
+		err.Error() != "checkpoint batch of 2 changes: "+cause {
+		t.Errorf("WriteBatch error = %v", err)
 	}
-}
-
-// TestPutSurfacesErrors: a record that cannot be written is an error naming the container;
-// the record is not changed and no temp file is left behind.
-func TestPutSurfacesErrors(t *testing.T) {
-	for _, batch := range []bool{false, true} {
-		s := mustOpen(t, t.TempDir())
-		a := shared(uid1, "app", "shared_b", 100)
-		path := blockRecord(t, s, a.Key())
-		put := s.Put
-		if batch {
-			put = func(a allocation.Allocation) error { return s.WriteBatch([]allocation.Allocation{a}, nil) }
-		}
-		err := put(a)
-		want := `checkpoint container "app" of pod "` + uid1 + `": rename ` + s.Dir() + "/" + fileName(a.Key()) + "."
-		// rename(2) over a non-empty directory is EISDIR, EEXIST or ENOTEMPTY, by file system.
-		if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), tmpSuffix+" "+path+": ") {
-			t.Errorf("batch=%v: error = %v, want %s…tmp %s: …", batch, err, want, path)
-		}
-		if left := tmpFiles(t, s.Dir()); len(left) != 0 {
-			t.Errorf("batch=%v: temp files left behind: %q", batch, left)
-		}
+	if s.lines != 0 {
+		t.Errorf("%d lines counted as written, want 0", s.lines)
+	}
+	if _, err := s.Load(); err == nil || !strings.HasPrefix(err.Error(), "load checkpoint "+s.Dir()+": ") {
+		t.Errorf("Load of a directory as journal: %v", err)
 	}
 }
 
 // TestWriteToRemovedDirectory: with the checkpoint directory gone (unwritable, whoever runs
-// the test), a Put fails, and a batch reports each record and the directory sync; an empty
-// batch writes nothing and so fails nowhere.
+// the test), Put and WriteBatch fail; an empty batch writes nothing and so fails nowhere;
+// Load reports the directory.
 func TestWriteToRemovedDirectory(t *testing.T) {
 	s := mustOpen(t, filepath.Join(t.TempDir(), "ckpt"))
 	if err := os.RemoveAll(s.Dir()); err != nil {
 		t.Fatal(err)
 	}
 	a := shared(uid1, "app", "shared_b", 100)
-	if err := s.Put(a); err == nil || !errors.Is(err, fs.ErrNotExist) ||
-		!strings.HasPrefix(err.Error(), `checkpoint container "app" of pod "`+uid1+`": open `+s.Dir()+"/") {
-		t.Errorf("Put error = %v, want the temp file's open error", err)
+	if err := s.Put(a); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Put error = %v, want the journal's open error", err)
 	}
-	if err := s.Delete(a.Key()); err != nil {
-		t.Errorf("Delete of a record that is not there: %v", err)
-	}
-	err := s.WriteBatch([]allocation.Allocation{a}, []allocation.Key{{PodUID: uid2, Container: "gone"}})
-	if err == nil {
-		t.Fatal("WriteBatch into a removed directory succeeded")
-	}
-	lines := strings.Split(err.Error(), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], `checkpoint container "app" of pod "`+uid1+`": open `) ||
-		lines[1] != "open "+s.Dir()+": no such file or directory" {
-		t.Errorf("WriteBatch error = %q, want the record's error then the directory's", lines)
+	if err := s.WriteBatch([]allocation.Allocation{a}, nil); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("WriteBatch error = %v, want the journal's open error", err)
 	}
 	if err := s.WriteBatch(nil, nil); err != nil {
 		t.Errorf("empty WriteBatch: %v", err)

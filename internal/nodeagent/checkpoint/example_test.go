@@ -23,7 +23,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Each container event writes or deletes one small file.
+	// Each change is one line appended to the journal.
 	a := allocation.Allocation{PodUID: "0b9c5b1e-4a0e-4d5c-9a51-1f0e0c2f7a11", Container: "app",
 		Pool: "exclusive_a", Type: allocation.TypeExclusive, CPUs: cpuset.New(4, 5)}
 	if err := store.Put(a); err != nil {
@@ -40,5 +40,5 @@ func Example() {
 		fmt.Printf("%s: %s\n", c.Key, c.Reason)
 	}
 	// Output:
-	// 0b9c5b1e-4a0e-4d5c-9a51-1f0e0c2f7a11/app: CPU 5 of pool "exclusive_a" is now in no pool: restore the pool config, or drain the node and delete 0b9c5b1e-4a0e-4d5c-9a51-1f0e0c2f7a11_app.json
+	// 0b9c5b1e-4a0e-4d5c-9a51-1f0e0c2f7a11/app: CPU 5 of pool "exclusive_a" is now in no pool: restore the pool config, or drain the node and delete allocations.jsonl
 }

@@ -14,7 +14,7 @@ import (
 // never move, so the agent refuses to start on any conflict rather than re-allocating.
 type Conflict struct {
 	Key allocation.Key
-	// File is the record's file name in the store directory.
+	// File is the file that holds the record in the checkpoint directory (JournalFile).
 	File string
 	// Reason says what was found and what to do.
 	Reason string
@@ -33,7 +33,7 @@ func Validate(allocs []allocation.Allocation, online cpuset.CPUSet, poolCPUs map
 	holder := map[int]int{} // CPU → index in sorted of the first record holding it
 	var out []Conflict
 	for i, a := range sorted {
-		file := fileName(a.Key())
+		file := JournalFile
 		add := func(format string, args ...any) {
 			out = append(out, Conflict{Key: a.Key(), File: file, Reason: fmt.Sprintf(format, args...)})
 		}
@@ -80,9 +80,9 @@ func Validate(allocs []allocation.Allocation, online cpuset.CPUSet, poolCPUs map
 		}
 		for _, j := range slices.Sorted(maps.Keys(shared)) {
 			set, other := cpuset.New(shared[j]...), sorted[j]
-			add("%s of pool %q %s also held by container %q of pod %q (pool %q): at most one of them runs there; "+
-				"delete the record of the one that no longer runs (%s or %s), or drain the node and delete both",
-				cpusNoun(set), a.Pool, verb(set), other.Container, other.PodUID, other.Pool, fileName(other.Key()), file)
+			add("%s of pool %q %s also held by container %q of pod %q (pool %q): at most one of them runs there "+
+				"(a restarted agent believes the runtime); to clear both records, drain the node and delete %s",
+				cpusNoun(set), a.Pool, verb(set), other.Container, other.PodUID, other.Pool, file)
 		}
 	}
 	return out

@@ -16,7 +16,7 @@ func TestValidate(t *testing.T) {
 		"shared_b":    mustParse(t, "8-9"),
 	}
 	online := mustParse(t, "0-15")
-	fileA, fileB := uid1+"_a.json", uid2+"_b.json"
+	fileA, fileB := JournalFile, JournalFile
 	for _, tc := range []struct {
 		name   string
 		allocs []allocation.Allocation
@@ -63,8 +63,8 @@ func TestValidate(t *testing.T) {
 			exclusive(t, uid1, "a", "exclusive_a", "2-3", "10-11"),
 		}, want: []Conflict{{Key: allocation.Key{PodUID: uid2, Container: "b"}, File: fileB,
 			Reason: `CPUs 3,11 of pool "exclusive_a" are also held by container "a" of pod ` +
-				`"` + uid1 + `" (pool "exclusive_a"): at most one of them runs there; ` +
-				`delete the record of the one that no longer runs (` + fileA + ` or ` + fileB + `), or drain the node and delete both`}}},
+				`"` + uid1 + `" (pool "exclusive_a"): at most one of them runs there ` +
+				`(a restarted agent believes the runtime); to clear both records, drain the node and delete ` + JournalFile}}},
 		{name: "CPU held three times", allocs: []allocation.Allocation{
 			exclusive(t, uid1, "a", "exclusive_a", "2", ""),
 			exclusive(t, uid2, "b", "exclusive_a", "2", ""),
@@ -72,12 +72,12 @@ func TestValidate(t *testing.T) {
 		}, want: []Conflict{
 			{Key: allocation.Key{PodUID: uid2, Container: "b"}, File: fileB,
 				Reason: `CPU 2 of pool "exclusive_a" is also held by container "a" of pod ` +
-					`"` + uid1 + `" (pool "exclusive_a"): at most one of them runs there; ` +
-					`delete the record of the one that no longer runs (` + fileA + ` or ` + fileB + `), or drain the node and delete both`},
-			{Key: allocation.Key{PodUID: uid2, Container: "c"}, File: uid2 + "_c.json",
+					`"` + uid1 + `" (pool "exclusive_a"): at most one of them runs there ` +
+					`(a restarted agent believes the runtime); to clear both records, drain the node and delete ` + JournalFile},
+			{Key: allocation.Key{PodUID: uid2, Container: "c"}, File: JournalFile,
 				Reason: `CPU 2 of pool "exclusive_a" is also held by container "a" of pod ` +
-					`"` + uid1 + `" (pool "exclusive_a"): at most one of them runs there; ` +
-					`delete the record of the one that no longer runs (` + fileA + ` or ` + uid2 + `_c.json), or drain the node and delete both`},
+					`"` + uid1 + `" (pool "exclusive_a"): at most one of them runs there ` +
+					`(a restarted agent believes the runtime); to clear both records, drain the node and delete ` + JournalFile},
 		}},
 		{name: "pool missing and CPU offline", online: "0-3", allocs: []allocation.Allocation{exclusive(t, uid1, "a", "exclusive_x", "3-4", "")},
 			want: []Conflict{
@@ -96,9 +96,9 @@ func TestValidate(t *testing.T) {
 		}, want: []Conflict{{Key: allocation.Key{PodUID: uid1, Container: "a"}, File: fileA,
 			Reason: `shared pool "shared_x" (100 millicpu) is not in the pool config: restore the pool config, or drain the node and ` +
 				`delete ` + fileA}}},
-		{name: "unsafe key names the escaped file", allocs: []allocation.Allocation{shared("../x", "a/b", "gone", 1)},
-			want: []Conflict{{Key: allocation.Key{PodUID: "../x", Container: "a/b"}, File: "%2E%2E%2Fx_a%2Fb.json",
-				Reason: `pool "gone" is not in the pool config: restore the pool config, or drain the node and delete %2E%2E%2Fx_a%2Fb.json`}}},
+		{name: "unsafe key", allocs: []allocation.Allocation{shared("../x", "a/b", "gone", 1)},
+			want: []Conflict{{Key: allocation.Key{PodUID: "../x", Container: "a/b"}, File: JournalFile,
+				Reason: `pool "gone" is not in the pool config: restore the pool config, or drain the node and delete ` + JournalFile}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			on, p := online, pools

@@ -3,6 +3,7 @@ package nriplugin_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 )
 
@@ -132,11 +134,8 @@ func TestRebuildWithoutCheckpoint(t *testing.T) {
 			var next nriplugin.Checkpoint
 			switch how {
 			case "records deleted":
-				entries, _ := os.ReadDir(dir)
-				for _, e := range entries {
-					if strings.HasSuffix(e.Name(), ".json") {
-						os.Remove(dir + "/" + e.Name())
-					}
+				if err := os.Remove(filepath.Join(dir, checkpoint.JournalFile)); err != nil {
+					t.Fatal(err)
 				}
 				next = openStore(t, dir)
 			case "directory deleted":

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 )
 
@@ -94,8 +95,8 @@ func TestDamagedCheckpointRecords(t *testing.T) {
 	}
 }
 
-// TestHugeRecordDoesNotStallSync: beside a 2.8 MB record (a CPU list repeated), which the
-// checkpoint refuses unread (checkpoint.TestLoadHugeRecordUnread measures that), the agent
+// TestHugeRecordDoesNotStallSync: after a 2.8 MB journal line (a CPU list repeated), which the
+// checkpoint refuses unread (checkpoint.TestLongLineUnread measures that), the agent
 // starts, keeps the running container and serves the next one.
 func TestHugeRecordDoesNotStallSync(t *testing.T) {
 	rt := newRuntime(t)
@@ -107,9 +108,16 @@ func TestHugeRecordDoesNotStallSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.stop()
-	huge := `{"version":1,"allocation":{"podUID":"uid-x","container":"app","pool":"exclusive_b","type":"exclusive","cpus":"` +
-		strings.Repeat("0-8191,", 400000) + `0"}}`
-	if err := os.WriteFile(filepath.Join(dir, "uid-x_app.json"), []byte(huge), 0o600); err != nil {
+	huge := `{"put":{"podUID":"uid-x","container":"app","pool":"exclusive_b","type":"exclusive","cpus":"` +
+		strings.Repeat("0-8191,", 400000) + `0"}}` + "\n"
+	f, err := os.OpenFile(filepath.Join(dir, checkpoint.JournalFile), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(huge); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	second := startAgent(t, rt, node, openStore(t, dir), nriplugin.Options{}) // fails if not synchronised in time

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 )
@@ -17,8 +18,10 @@ type persister struct {
 	store Checkpoint
 	log   *slog.Logger
 	wake  chan struct{} // capacity 1: "pending is not empty"
+	now   chan struct{} // capacity 1: "a flush waits: write without the gap"
 	stop  chan struct{}
 	done  chan struct{}
+	gap   time.Duration // least time between two batches (group commit)
 
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when written advances
@@ -30,8 +33,9 @@ type persister struct {
 }
 
 func newPersister(store Checkpoint, log *slog.Logger) *persister {
-	p := &persister{store: store, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{}),
-		done: make(chan struct{}), pending: map[allocation.Key]*allocation.Allocation{}}
+	p := &persister{store: store, log: log, wake: make(chan struct{}, 1), now: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), gap: batchGap,
+		pending: map[allocation.Key]*allocation.Allocation{}}
 	p.cond = sync.NewCond(&p.mu)
 	go p.loop()
 	return p
@@ -59,12 +63,28 @@ func (p *persister) queue(k allocation.Key, a *allocation.Allocation) {
 	}
 }
 
+// batchGap is the least time between two checkpoint batches: a burst of changes waits for
+// it and is written as one batch (group commit), in which a container's put and delete
+// cancel. A lone change after a quiet spell is written at once.
+const batchGap = 2 * time.Millisecond
+
 func (p *persister) loop() {
 	defer close(p.done)
+	var last time.Time
 	for {
 		select {
 		case <-p.wake:
+			if wait := time.Until(last.Add(p.gap)); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-p.now:
+				case <-p.stop:
+				}
+				t.Stop()
+			}
 			p.writeBatch()
+			last = time.Now()
 		case <-p.stop:
 			p.writeBatch()
 			return
@@ -138,6 +158,10 @@ func (p *persister) write(k allocation.Key, a *allocation.Allocation) (err error
 
 // flush waits for every change queued before the call.
 func (p *persister) flush() error {
+	select {
+	case p.now <- struct{}{}:
+	default:
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	target := p.queued
