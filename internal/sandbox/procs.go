@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -23,15 +25,15 @@ const ShimComm = "containerd-shim"
 // adopts a daemonised QEMU); a runc-backed handler reports the pause process, whose parent
 // is containerd-shim-runc-v2; a shim with a built-in VMM may report itself.
 //
-// The root is the anchor if it is a shim, else the anchor's parent if that is a shim, else
-// the anchor alone. Members are the root and all its descendants except:
+// The root is the anchor if it is a shim, else the anchor's parent if that is a shim (see
+// Root). Members are the root and all its descendants except:
 //   - processes other than the anchor for which skip returns true, with their descendants (the caller skips
 //     container processes: the pids NRI reports for containers, and processes in a
 //     container's cgroup, as under a runc-backed handler);
 //   - runc and its init ("runc", "runc:[2:INIT]"): a runc shim's short-lived helpers,
 //     which move into a container's cgroup by themselves.
 //
-// Nil if the anchor is not in the table.
+// Nil if Root finds no root.
 func Members(table []Proc, anchor int, skip func(Proc) bool) []int {
 	byPID := make(map[int]Proc, len(table))
 	children := map[int][]Proc{}
@@ -39,13 +41,9 @@ func Members(table []Proc, anchor int, skip func(Proc) bool) []int {
 		byPID[p.PID] = p
 		children[p.PPID] = append(children[p.PPID], p)
 	}
-	a, ok := byPID[anchor]
-	if !ok || anchor <= 0 {
+	root, err := rootOf(byPID, anchor)
+	if err != nil {
 		return nil
-	}
-	root := a
-	if parent, ok := byPID[a.PPID]; a.Comm != ShimComm && ok && parent.Comm == ShimComm {
-		root = parent
 	}
 	members := []int{root.PID}
 	seen := map[int]bool{root.PID: true} // a snapshot taken while pids are reused may loop
@@ -66,5 +64,41 @@ func Members(table []Proc, anchor int, skip func(Proc) bool) []int {
 	}
 	return members
 }
+
+// Root returns the process a VM sandbox's processes descend from: the anchor if it is a
+// runtime shim, else its parent if that is one. Anything else is an error: the anchor is
+// gone, or it is neither a shim nor a shim's child, which is what a pid the kernel gave to
+// another process after the sandbox ended looks like (a sandbox the runtime lists after a
+// restart still carries the pid it had); its processes must not be moved.
+func Root(table []Proc, anchor int) (Proc, error) {
+	byPID := make(map[int]Proc, len(table))
+	for _, p := range table {
+		byPID[p.PID] = p
+	}
+	return rootOf(byPID, anchor)
+}
+
+func rootOf(byPID map[int]Proc, anchor int) (Proc, error) {
+	a, ok := byPID[anchor]
+	switch {
+	case anchor <= 0:
+		return Proc{}, errors.New("the runtime reported no pid for the sandbox")
+	case !ok:
+		return Proc{}, fmt.Errorf("the sandbox's process %d is gone", anchor)
+	case isShim(a.Comm):
+		return a, nil
+	}
+	if parent, ok := byPID[a.PPID]; ok && isShim(parent.Comm) {
+		return parent, nil
+	}
+	return Proc{}, fmt.Errorf("the sandbox's process %d (%s) is neither a runtime shim nor a shim's child: "+
+		"not moved (a pid reused after the sandbox ended?)", anchor, a.Comm)
+}
+
+// isShim: containerd's shims, and CRI-O's conmon (which parents a runc sandbox's pause).
+func isShim(comm string) bool { return comm == ShimComm || comm == ConmonComm }
+
+// ConmonComm is CRI-O's container monitor's command name.
+const ConmonComm = "conmon"
 
 func isRunc(comm string) bool { return comm == "runc" || strings.HasPrefix(comm, "runc:") }

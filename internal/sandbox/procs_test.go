@@ -33,7 +33,42 @@ var (
 		{PID: 3005, PPID: 3004, Comm: "runc:[2:INIT]"},
 		{PID: 3006, PPID: 3000, Comm: "env"}, // crictl exec, in the container's cgroup
 	}
+	// CRI-O, runc: conmon parents the pause process; each container has its own conmon.
+	crioRunc = []sandbox.Proc{
+		{PID: 1, PPID: 0, Comm: "systemd"},
+		{PID: 4000, PPID: 1, Comm: "conmon"},
+		{PID: 4001, PPID: 4000, Comm: "pause"},
+		{PID: 4010, PPID: 1, Comm: "conmon"},
+		{PID: 4011, PPID: 4010, Comm: "nginx"},
+	}
 )
+
+// TestRoot: what Members starts from, and why it refuses the others.
+func TestRoot(t *testing.T) {
+	for _, tc := range []struct {
+		anchor  int
+		want    int
+		wantErr string
+	}{
+		{anchor: 1020, want: 1000},
+		{anchor: 2000, want: 2000},
+		{anchor: 1011, wantErr: "the sandbox's process 1011 (virtiofsd) is neither a runtime shim nor a shim's child: " +
+			"not moved (a pid reused after the sandbox ended?)"},
+		{anchor: 4242, wantErr: "the sandbox's process 4242 is gone"},
+		{anchor: 0, wantErr: "the runtime reported no pid for the sandbox"},
+	} {
+		got, err := sandbox.Root(kataQEMU, tc.anchor)
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("Root(%d) = %+v, %v; want %s", tc.anchor, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.PID != tc.want {
+			t.Errorf("Root(%d) = %+v, %v; want pid %d", tc.anchor, got, err, tc.want)
+		}
+	}
+}
 
 func TestMembers(t *testing.T) {
 	for _, tc := range []struct {
@@ -49,10 +84,12 @@ func TestMembers(t *testing.T) {
 		{name: "built-in VMM: the shim reports itself", table: kataQEMU, anchor: 2000, want: []int{2000, 2020}},
 		{name: "runc-backed: shim and pause, not the containers nor runc", table: runcKata, anchor: 3001,
 			skip: []int{3002, 3006}, want: []int{3000, 3001}},
-		{name: "no shim above the anchor: the anchor's tree", table: kataQEMU, anchor: 1011, want: []int{1011}},
+		{name: "no shim above the anchor (a reused pid): nothing", table: kataQEMU, anchor: 1011, want: nil},
+		{name: "a host daemon with the sandbox's old pid: nothing", table: kataQEMU, anchor: 900, want: nil},
+		{name: "CRI-O: conmon above pause", table: crioRunc, anchor: 4001, skip: []int{4011}, want: []int{4000, 4001}},
 		{name: "anchor gone", table: kataQEMU, anchor: 4242, want: nil},
 		{name: "no anchor", table: kataQEMU, anchor: 0, want: nil},
-		{name: "a loop in a torn snapshot ends", table: []sandbox.Proc{{PID: 5, PPID: 6, Comm: "a"}, {PID: 6, PPID: 5, Comm: ""}},
+		{name: "a loop in a torn snapshot ends", table: []sandbox.Proc{{PID: 5, PPID: 6, Comm: "containerd-shim"}, {PID: 6, PPID: 5, Comm: ""}},
 			anchor: 5, want: []int{5, 6}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

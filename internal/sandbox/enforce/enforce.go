@@ -16,9 +16,11 @@
 //   - RemoveContainer (at stop or removal) shrinks; memory is never set below usage (see
 //     host.Applied). RemovePodSandbox moves stragglers out and removes the cgroup.
 //   - Synchronize rebuilds the sandboxes from the runtime's pods and containers (their
-//     reported cpusets and quotas hold podfence's adjustments) and re-applies.
-//   - UpdateContainer takes a container's new limits; the agent calls it only if it
-//     forwards resource updates to extensions.
+//     reported cpusets and quotas hold podfence's adjustments) and re-applies. A sandbox
+//     pid that is no longer a runtime shim's process (reused after the sandbox ended) moves
+//     nothing (sandbox.Root).
+//   - UpdateContainer takes a container's new limits (an in-place resize, which the agent
+//     forwards to extensions after answering it) and resizes.
 //
 // No hook fails a pod or a container: a failure is logged with the pod, counted per pod
 // and step (Collector), and retried at the pod's next event.

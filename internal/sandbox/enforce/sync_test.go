@@ -126,3 +126,29 @@ func TestNoCgroupfs(t *testing.T) {
 		t.Errorf("log:\n%s", log)
 	}
 }
+
+// TestReusedPidNotMoved: a sandbox the runtime still lists after a restart carries the pid
+// it had; when the kernel has given that pid to another process (a host daemon here), its
+// threads stay where they are and the failure says why.
+func TestReusedPidNotMoved(t *testing.T) {
+	for _, layout := range []string{"v1", "v2"} {
+		t.Run(layout, func(t *testing.T) {
+			f := newFixture(t, layout)
+			f.n.Spawn(500, 1, "sshd", 2, "/")
+			pod := kataPod()
+			pod.Pid = 500
+			restarted := f.newExtension(t)
+			if err := restarted.Synchronize(context.Background(), []*api.PodSandbox{pod}, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, tid := range []int{500, 501} {
+				if got := f.n.In(tid, f.n.Hierarchies()[0]); got != "/" {
+					t.Errorf("thread %d of sshd moved to %s", tid, got)
+				}
+			}
+			if len(f.log.lines("neither a runtime shim nor a shim's child")) == 0 {
+				t.Errorf("the refusal is not logged:\n%s", f.log)
+			}
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package enforce
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -151,11 +150,12 @@ func (x *Extension) enforce(v *vm, log *slog.Logger, failed map[string]error) {
 
 // place moves v's processes into its cgroup.
 func (x *Extension) place(v *vm, log *slog.Logger) error {
-	if v.pid <= 0 {
-		return errors.New("the runtime reported no pid for the sandbox")
-	}
 	table, err := host.ReadProcs(x.proc)
 	if err != nil {
+		return err
+	}
+	if _, err := sandbox.Root(table, v.pid); err != nil {
+		v.lost = true
 		return err
 	}
 	pids, cgs := map[int]bool{}, map[string]bool{}
@@ -175,7 +175,7 @@ func (x *Extension) place(v *vm, log *slog.Logger) error {
 		return err == nil && cgs[cg]
 	})
 	v.lost = members == nil
-	if v.lost {
+	if v.lost { // gone between Root and here: the same table, so never
 		return fmt.Errorf("the sandbox's process %d is gone", v.pid)
 	}
 	p, err := v.cg.Place(x.proc, members)
