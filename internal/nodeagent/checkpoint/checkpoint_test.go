@@ -184,6 +184,9 @@ func TestPutLoadDelete(t *testing.T) {
 				if got := mustLoad(t, s); !sameAllocs(got, tc.want) {
 					t.Errorf("Load() = %+v, want %+v", got, tc.want)
 				}
+				if names := dirNames(t, s.Dir()); len(tc.put)+len(tc.delete) == 0 && !slices.Equal(names, []string{"VERSION"}) {
+					t.Errorf("a checkpoint never written holds %q, want VERSION alone", names)
+				}
 				// A reopened store reads the same, and so does a second Load (after the rewrite).
 				r := mustOpen(t, s.Dir())
 				for i := range 2 {

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -160,7 +161,14 @@ func TestJournalOverLimit(t *testing.T) {
 	if err := os.WriteFile(path, []byte(putLine(t, shared(uid1, "a", "shared_b", 1))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(path, maxJournalBytes+1); err != nil { // sparse: nothing to write
+	if err := os.Truncate(path, maxJournalBytes); err != nil { // sparse: nothing to write
+		t.Fatal(err)
+	}
+	// At the limit it is read: its first line loads, the zeros after it are one long line.
+	if got, err := readJournalAt(t, path); len(got) != 1 || err == nil || !strings.Contains(err.Error(), "line 2: line is over") {
+		t.Errorf("a journal of exactly %d bytes: %d records, %v; want it read", maxJournalBytes, len(got), err)
+	}
+	if err := os.Truncate(path, maxJournalBytes+1); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Load()
@@ -179,6 +187,15 @@ func TestJournalOverLimit(t *testing.T) {
 	if got := mustLoad(t, s); !sameAllocs(got, []allocation.Allocation{b}) {
 		t.Errorf("Load() = %+v, want b", got)
 	}
+}
+
+func readJournalAt(t *testing.T, path string) (map[allocation.Key]allocation.Allocation, error) {
+	t.Helper()
+	live, problems, err := readJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live, errors.Join(problems...)
 }
 
 // TestJournalBounded: 10,000 changes over 10 live records never leave the journal longer

@@ -87,3 +87,35 @@ func TestConvertV1DamagedRecord(t *testing.T) {
 		t.Errorf("directory holds %q, want VERSION and %s", names, JournalFile)
 	}
 }
+
+// TestV1FileName: the version 1 names a conversion expects, for keys with every kind of
+// byte: a record whose name does not match its key is left out.
+func TestV1FileName(t *testing.T) {
+	for _, tc := range []struct {
+		key  allocation.Key
+		want string
+	}{
+		{allocation.Key{PodUID: uid1, Container: "app"}, uid1 + "_app.json"},
+		{allocation.Key{PodUID: "..", Container: "../x"}, "%2E%2E_%2E%2E%2Fx.json"},
+		{allocation.Key{PodUID: "a_b", Container: "c"}, "a%5Fb_c.json"},
+		{allocation.Key{PodUID: "09AZaz-", Container: "/:@[`{"}, "09AZaz-_%2F%3A%40%5B%60%7B.json"},
+		{allocation.Key{PodUID: "%41", Container: "\x00\x7f é"}, "%2541_%00%7F%20%C3%A9.json"},
+	} {
+		if got := v1FileName(tc.key); got != tc.want {
+			t.Errorf("v1FileName(%q) = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+}
+
+// TestConvertV1Bounds: a version 1 record of exactly 64 KiB converts; the limit is the
+// file's size, whitespace included.
+func TestConvertV1Bounds(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "VERSION"), "1\n")
+	rec := `{"version":1,"allocation":{"podUID":"a/b","container":"c_d","pool":"shared_b","type":"shared","milliCPU":5}}`
+	writeFile(t, filepath.Join(dir, "a%2Fb_c%5Fd.json"), rec+strings.Repeat(" ", maxRecordBytes-len(rec)))
+	got := mustLoad(t, mustOpen(t, dir))
+	if want := []allocation.Allocation{shared("a/b", "c_d", "shared_b", 5)}; !sameAllocs(got, want) {
+		t.Errorf("Load() = %+v, want %+v", got, want)
+	}
+}
