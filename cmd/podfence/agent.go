@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/podfence/podfence/internal/cliflags"
+	"github.com/podfence/podfence/internal/kube/podresources"
 	"github.com/podfence/podfence/internal/nodeagent"
 	"github.com/podfence/podfence/internal/observe/metrics"
 	"github.com/podfence/podfence/internal/sandbox"
@@ -33,7 +34,8 @@ func newAgentCmd() *cobra.Command {
 		Long: `agent connects to the container runtime's NRI socket (containerd or CRI-O with NRI enabled)
 and sets each container's cpuset, memory nodes, CFS quota and EXCLUSIVE_CPUS/SHARED_CPUS
 before it starts, from the node's pool config and the pod's podfence.io/cpu-pools and
-podfence.io/exclusive-cpus annotations. It reconnects when the runtime restarts. It also
+podfence.io/exclusive-cpus annotations (for a pod without the first: the pool devices the
+kubelet allocated, --pod-resources-socket). It reconnects when the runtime restarts. It also
 caps SGX EPC from epc-limit.nri.io annotations through the cgroup misc controller under
 --cgroup-root. It serves Prometheus metrics, health, readiness and the node report
 (podfence status) on --metrics-address (HTTPS; /metrics and /state only to a bearer token
@@ -61,13 +63,19 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.StringVar(&f.cfg.DevicePluginDir, "device-plugin-dir", "/var/lib/kubelet/device-plugins",
 		`kubelet device-plugin directory where the pools are advertised as extended resources ("" disables the device plugin)`)
 	fl.StringVar(&f.cfg.ResourceDomain, "resource-domain", "podfence.io",
-		"domain of the advertised pool resources: podfence.io, or nokia.k8s.io for CPU-Pooler workloads")
+		"domain of the advertised pool resources when the pool config sets no resourceBaseName (which wins): podfence.io, "+
+			"or nokia.k8s.io for CPU-Pooler workloads")
+	fl.Var(&f.cfg.Policy.CFSQuotas, "cfs-quotas", cfsQuotasHelp)
 	f.cfg.PoolsReloadInterval = 10 * time.Second
 	fl.Var((*nodeagent.ReloadInterval)(&f.cfg.PoolsReloadInterval), "pools-reload-interval",
 		"re-read the pool config this often; a change is taken when no running container would move (0: never; negative is refused)")
 	fl.StringVar(&f.cfg.NodeName, "node-name", "",
 		"this node's name (default $NODE_NAME); also the label "+nodeagent.HostnameLabel+" unless given")
-	fl.StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against the pool configs' nodeSelector (repeatable)")
+	fl.StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against the pool configs' nodeSelector "+
+		"(repeatable; default: the Node's labels, read and watched through the API server: RBAC get and watch on nodes)")
+	fl.StringVar(&f.cfg.PodResourcesSocket, "pod-resources-socket", podresources.DefaultSocket,
+		"the kubelet's pod resources API: containers of pods without a podfence.io/cpu-pools annotation get the pools of the "+
+			"devices it lists for them (empty: not read)")
 	fl.StringVar(&f.cfg.CheckpointDir, "checkpoint-dir", "/var/lib/podfence/checkpoint", "directory of allocation records")
 	fl.StringVar(&f.cfg.Sysfs, "sysfs", "/sys", "root of the sysfs tree to read the CPU topology from")
 	fl.StringVar(&f.cfg.StartBinary, "start-binary", "",
@@ -77,6 +85,9 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 		"cgroupfs mount point, where SGX EPC limits are set and read (empty: no EPC limits)")
 	fl.Var(&f.cfg.EPCPolicy, "epc-policy",
 		"an SGX EPC limit the kernel cannot enforce: strict refuses the container, best-effort runs it uncapped and reports it")
+	fl.Var(&f.cfg.EPCApplyAt, "epc-apply-at",
+		"when an SGX EPC cap is set on cgroup v2: create (in the NRI adjustment) or start (written into the cgroup at "+
+			"StartContainer; for a node where an NRI plugin with a higher index, such as nri-plugins sgx-epc, sets misc.max)")
 	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress,
 		"address serving /metrics, /healthz, /readyz and /state (empty: none)")
 	f.cfg.MetricsAuth = metrics.AuthKubernetes
@@ -91,7 +102,7 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.BoolVar(&f.cfg.Events, "events", true,
 		"post Kubernetes Events on pods for refusals and degraded enforcement, when the API server is reachable")
 	fl.StringVar(&f.cfg.Kubeconfig, "kubeconfig", "",
-		"kubeconfig for Events and node info (default: the pod's service account, when in a pod)")
+		"kubeconfig for Events, node info and labels (default: the pod's service account, when in a pod)")
 	fl.BoolVar(&f.cfg.PublishNode, "publish-node-info", true,
 		"label and annotate this Node (--node-name) with core-scheduling support and physical cores for podfence extender (RBAC: "+
 			"patch nodes), when the API server is reachable")
@@ -102,6 +113,12 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 			"from their pods (empty: none)")
 	return cmd
 }
+
+// cfsQuotasHelp documents --cfs-quotas (agent and plan).
+const cfsQuotasHelp = "which containers get a CFS quota: all (CPU-Pooler's default: a shared container its share, an " +
+	"exclusive one its CPUs (cores, when a CPU is a whole core) plus 100 millicpu, one with both its exclusive CPUs plus the whole " +
+	"shared pool), shared (CPU-Pooler's: no quota for exclusive-only containers; one with both is held to its share), or sum " +
+	"(podfence's former rule: no quota for exclusive-only containers; one with both gets its exclusive CPUs plus its share)"
 
 func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 	log, err := f.log.Logger(logOut)
@@ -132,8 +149,9 @@ func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Info("starting", "version", version, "socket", f.cfg.Socket, "plugin", f.cfg.PluginIndex+"-"+f.cfg.PluginName,
-		"pools", f.cfg.Pools, "node", f.cfg.NodeName, "checkpoint", f.cfg.CheckpointDir, "sysfs", f.cfg.Sysfs,
-		"startBinary", f.cfg.StartBinary, "cgroupRoot", f.cfg.CgroupRoot, "epcPolicy", f.cfg.EPCPolicy,
+		"pools", f.cfg.Pools, "node", f.cfg.NodeName, "podResources", f.cfg.PodResourcesSocket, "checkpoint", f.cfg.CheckpointDir,
+		"sysfs", f.cfg.Sysfs,
+		"startBinary", f.cfg.StartBinary, "cgroupRoot", f.cfg.CgroupRoot, "epcPolicy", f.cfg.EPCPolicy, "epcApplyAt", f.cfg.EPCApplyAt,
 		"metrics", f.cfg.MetricsAddress, "metricsAuth", f.cfg.MetricsAuth, "vmRuntimes", strings.Join(f.cfg.VMRuntimes, ","))
 	return nodeagent.Run(ctx, f.cfg, log)
 }

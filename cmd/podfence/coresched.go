@@ -21,11 +21,16 @@ import (
 // addCoreSchedFlags adds the agent's core-scheduling flags.
 func addCoreSchedFlags(fl *pflag.FlagSet, f *agentFlags) {
 	c := &f.cfg.CoreSched
-	c.DefaultGroup, c.Policy = coresched.ByNamespace, coresched.Strict
+	c.DefaultGroup, c.Policy, c.QoS = coresched.ByNamespace, coresched.Strict, coresched.DefaultQoS()
 	fl.BoolVar(&f.coreSched, "coresched", true, "SMT core scheduling: give each pod group its own cookie where the node supports it "+
 		"(false: no cookies; pods that ask for a group are then handled as on a node without support)")
 	fl.Var(&c.DefaultGroup, "coresched-default-group",
-		"the core-scheduling group of pods without a label: their namespace, the pod alone, or none")
+		"the core-scheduling group of pods without a label: their namespace, the pod alone, one group for the whole node "+
+			"(Koordinator's grouping: pods of every namespace share cores), or none")
+	fl.Var(&c.QoS, "coresched-qos",
+		"knobs per Koordinator QoS class (label koordinator.sh/qosClass; LSE follows LSR): <class>=on|off[+expeller][+idle],... "+
+			"over the defaults shown; off: no cookie, expeller: a cookie apart from the group's other classes, idle: cpu.idle=1 on the "+
+			"pod's cgroup (cgroup v2); none: the label is not read")
 	fl.Var(&c.Policy, "coresched-policy",
 		"a pod that asks for a group or exclusive where cookies cannot be made: strict refuses its containers, best-effort runs "+
 			"them and reports it")

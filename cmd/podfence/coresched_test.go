@@ -71,6 +71,29 @@ func TestCoreSchedFlags(t *testing.T) {
 	}
 }
 
+// TestCoreSchedKoordinatorFlags: Koordinator's node-wide default group and the QoS knobs,
+// from flags and the environment; the QoS default is shown in the flag's help.
+func TestCoreSchedKoordinatorFlags(t *testing.T) {
+	var f agentFlags
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	addCoreSchedFlags(fs, &f)
+	if got, want := fs.Lookup("coresched-qos").DefValue, "LSR=on+expeller,LS=on+expeller,BE=on,SYSTEM=on"; got != want {
+		t.Errorf("--coresched-qos default %q, want %q", got, want)
+	}
+	env := map[string]string{"PODFENCE_CORESCHED_QOS": "SYSTEM=off"}
+	err := fs.Parse([]string{"--coresched-default-group", "node", "--coresched-qos", "BE=on+idle"})
+	if err == nil {
+		err = cliflags.FromEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	}
+	c := f.cfg.CoreSched
+	if err != nil || c.DefaultGroup != coresched.ByNode || c.QoS.String() != "LSR=on+expeller,LS=on+expeller,BE=on+idle,SYSTEM=on" {
+		t.Errorf("flags: default %q qos %q, err %v", c.DefaultGroup, c.QoS.String(), err)
+	}
+	if err := fs.Parse([]string{"--coresched-qos", "BE=sometimes"}); err == nil || !strings.Contains(err.Error(), `class BE: knobs "sometimes"`) {
+		t.Errorf("bad QoS knobs: %v", err)
+	}
+}
+
 // TestCoreSchedProfilesFlag: the agent reads the webhook's profile file (deploy's) for the
 // groups it shares; a labelled group outside them is its namespace's.
 func TestCoreSchedProfilesFlag(t *testing.T) {

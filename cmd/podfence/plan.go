@@ -27,6 +27,7 @@ type planFlags struct {
 	labels     []string
 	checkpoint string
 	output     string
+	cfsQuotas  plan.CFSQuotas
 }
 
 func newPlanCmd() *cobra.Command {
@@ -54,6 +55,7 @@ and sample pods, one of which does not fit.`,
 	cmd.Flags().StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against nodeSelector (repeatable)")
 	cmd.Flags().StringVar(&f.checkpoint, "checkpoint", "", "start from the allocations recorded in this agent checkpoint directory")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().Var(&f.cfsQuotas, "cfs-quotas", cfsQuotasHelp)
 	return cmd
 }
 
@@ -94,7 +96,7 @@ func runPlan(out io.Writer, f planFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	node := plan.NewNode(topo, layout, plan.Policy{})
+	node := plan.NewNode(topo, layout, plan.Policy{CFSQuotas: f.cfsQuotas})
 	st := plan.NewLedger(node)
 	if f.checkpoint != "" {
 		if err := restoreCheckpoint(f.checkpoint, node, st); err != nil {

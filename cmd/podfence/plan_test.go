@@ -114,3 +114,39 @@ func TestPlanFromCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanCFSQuotasAndDomain: --cfs-quotas picks whose quota the plan shows (all, CPU-Pooler's
+// default: an exclusive container too), and pods ask under the config's resourceBaseName.
+func TestPlanCFSQuotasAndDomain(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "poolconfig-a.yaml"), []byte("resourceBaseName: cpu.example.com\npools:\n  default: {cpus: \"0\"}\n"+
+		"  exclusive_a: {cpus: \"1-2\", hyperThreadingPolicy: multiThreaded}\n"), 0o644)
+	pods := filepath.Join(dir, "pods.yaml")
+	os.WriteFile(pods, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: c, resources: "+
+		"{limits: {cpu.example.com/exclusive_a: \"1\"}}}\n"), 0o644)
+	for _, tc := range []struct {
+		quotas, want string
+	}{
+		{"", "110000/100000µs"}, {"all", "110000/100000µs"}, {"shared", "  -  "}, {"sum", "  -  "},
+	} {
+		f := planFlags{topology: "sockets=1,cores=4,threads=2", pools: dir, output: "text"}
+		if tc.quotas != "" {
+			if err := f.cfsQuotas.Set(tc.quotas); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out bytes.Buffer
+		if err := runPlan(&out, f, []string{pods}); err != nil {
+			t.Fatal(err)
+		}
+		row := ""
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(line, "default/p") {
+				row = line
+			}
+		}
+		if !strings.Contains(row, "1,5") || !strings.Contains(row, tc.want) || !strings.Contains(row, "CPU_POOLS=exclusive") {
+			t.Errorf("--cfs-quotas %q: row %q, want CPUs 1,5, quota %q and CPU_POOLS", tc.quotas, row, tc.want)
+		}
+	}
+}

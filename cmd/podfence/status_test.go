@@ -29,6 +29,7 @@ import (
 
 // statusPools split a 1-socket, 8-core SMT2 node (core c has threads 2c and 2c+1).
 const statusPools = `
+exclusiveCPUs: threads
 pools:
   default:      {cpus: "0-1"}
   shared_s:     {cpus: "2-3"}

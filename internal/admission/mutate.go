@@ -29,7 +29,8 @@ func Mutate(pod *corev1.Pod, cfg *Config) ([]Op, []string, error) {
 		return nil, nil, err
 	}
 	set := map[string]string{}
-	var remove, warnings []string
+	var remove []string
+	warnings := defaultPoolWarnings(reqs)
 	cur, present := pod.Annotations[podapi.AnnotationCPUPools]
 	if want, ok := cpuPoolsValue(reqs); ok {
 		set[podapi.AnnotationCPUPools] = want

@@ -44,18 +44,12 @@ func TestRefusals(t *testing.T) {
 			msg: `container "app": resource podfence.io/shared_caas=100: set in requests only: set limits (requests default to them)`},
 		{name: "shared pool in CPU units", pod: testPod("s", ctr("app", "podfence.io/shared_caas=0.5")),
 			msg: `container "app": resource podfence.io/shared_caas=500m: ` + milli},
-		{name: "two exclusive pools", pod: testPod("s", ctr("app", "podfence.io/exclusive_dp=1", "podfence.io/exclusive_rt=1")),
-			msg: `container "app": resource podfence.io/exclusive_rt=1: a container uses at most one exclusive pool, and it also asks ` +
-				`for podfence.io/exclusive_dp`},
 		{name: "two shared pools", pod: testPod("s", ctr("app", "nokia.k8s.io/shared_web=1", "podfence.io/shared_caas=1")),
 			msg: `container "app": resource podfence.io/shared_caas=1: a container uses at most one shared pool, and it also asks for ` +
 				`nokia.k8s.io/shared_web`},
 		{name: "one pool under both domains", pod: testPod("s", ctr("app", "podfence.io/exclusive_dp=1", "nokia.k8s.io/exclusive_dp=1")),
 			msg: `container "app": resource podfence.io/exclusive_dp=1: pool "exclusive_dp" is also asked for as ` +
 				`nokia.k8s.io/exclusive_dp: name it once`},
-		{name: "the default pool", pod: testPod("s", ctr("app", "podfence.io/default=1")),
-			msg: `container "app": resource podfence.io/default=1: pool "default" is a default pool (its name starts with neither ` +
-				`exclusive nor shared), which is not a resource: a container that asks for no pool runs on it`},
 		{name: "unknown pool", pod: testPod("s", "init", ctr("setup", "podfence.io/exclusive_x=1")),
 			msg: `init container "setup": resource podfence.io/exclusive_x=1: pool "exclusive_x" is in no pool config; known pools: ` +
 				`exclusive_dp, exclusive_rt, shared_caas, shared_web`},
@@ -114,10 +108,10 @@ func TestRefusals(t *testing.T) {
 			`[{"container":"x","processes":[{"process":"/a","pool":"default"}]}]`),
 			msg: `annotation podfence.io/cpus="[{\"container\":\"x\",\"processes\":[{\"process\":\"/a\",\"pool\":\"default\"}]}]": ` +
 				`container "x": no such container in the pod (it has app, side)`},
-		{name: "pinning: an exclusive pool the container does not ask for", mutateOK: true, pod: pinned("nokia.k8s.io/cpus",
+		{name: "pinning: an exclusive pool the container does not ask for", mutateOK: true, pod: pinned("podfence.io/cpus",
 			`[{"container":"app","processes":[{"process":"/a","pool":"exclusive_rt","cpus":1}]}]`),
 			msg: `annotation ` +
-				`nokia.k8s.io/cpus="[{\"container\":\"app\",\"processes\":[{\"process\":\"/a\",\"pool\":\"exclusive_rt\",\"cpus\":1}]}]": container "app": process 0 (/a): exclusive pool "exclusive_rt" is not the container's: it asks for 2 CPUs of exclusive pool "exclusive_dp"`},
+				`podfence.io/cpus="[{\"container\":\"app\",\"processes\":[{\"process\":\"/a\",\"pool\":\"exclusive_rt\",\"cpus\":1}]}]": container "app": process 0 (/a): exclusive pool "exclusive_rt" is not the container's: it asks for 2 CPUs of exclusive pool "exclusive_dp"`},
 		{name: "pinning: a shared pool in a container without one", mutateOK: true, pod: pinned("podfence.io/cpus",
 			`[{"container":"side","processes":[{"process":"/a","pool":"shared_caas","cpus":1}]}]`),
 			msg: `annotation ` +
@@ -138,8 +132,10 @@ func TestRefusals(t *testing.T) {
 			msg: `annotation ` +
 				`podfence.io/cpus="[{\"container\":\"app\",\"processes\":[{\"process\":\"/a\",\"pool\":\"exclusive_dp\",\"cpus\":1},{\"process\":\"\",\"pool\":\"default\"}]}]": container "app": not enough CPUs: process 1 (the container's command) is in default pool "default" and gets the exclusive CPUs no exclusive process takes, but exclusive processes take all 1 of them and the container has no shared CPUs: leave one CPU or request a shared pool`},
 		// Core-scheduling labels.
-		{name: "unknown core-scheduling policy", mutateOK: true, pod: testPod("s", "label:koordinator.sh/core-sched-policy=strict", ctr("app")),
-			msg: `label koordinator.sh/core-sched-policy="strict": unknown policy (want "exclusive", "none" or empty)`},
+		{name: "unknown core-scheduling policy", mutateOK: true, pod: testPod("s", "label:podfence.io/core-sched-policy=strict", ctr("app")),
+			msg: `label podfence.io/core-sched-policy="strict": unknown policy (want "exclusive", "none" or empty)`},
+		{name: "unknown Koordinator policy: admitted (koordinator_test.go)", mutateOK: true,
+			pod: testPod("s", "label:koordinator.sh/core-sched-policy=strict", ctr("app"))},
 		{name: "bad group name, and a missing annotation", mutateOK: true, pod: testPod("s", "label:podfence.io/core-sched-group=a:b",
 			ctr("app", "sgx.intel.com/epc=1")),
 			msg: `annotation epc-limit.nri.io/container.app is missing, but container "app" has sgx.intel.com/epc=1: ` + mutated + "\n" +

@@ -3,6 +3,7 @@ package admission
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -62,22 +63,39 @@ func containers(pod *corev1.Pod) []container {
 
 // poolRequest is one container's checked pool request.
 type poolRequest struct {
-	Exclusive, ExclusiveResource string // pool and the resource that named it; "" for none
-	CPUs                         int64
-	Shared, SharedResource       string
-	MilliCPU                     int64
+	Exclusive              []exclusiveRequest // sorted by pool; CPU-Pooler lets a container ask several
+	Shared, SharedResource string
+	MilliCPU               int64
+	// Default lists the resources that name a pool of the default type: passed over, as
+	// CPU-Pooler's webhook passes them over (no device plugin advertises them).
+	Default []exclusiveRequest
+}
+
+// exclusiveRequest is one exclusive (or passed-over default-type) pool a container asks for.
+type exclusiveRequest struct {
+	Pool, Resource string
+	CPUs           int64
 }
 
 // amounts is the container's entry in the cpu-pools annotation: pool → devices.
 func (r poolRequest) amounts() map[string]int64 {
 	m := map[string]int64{}
-	if r.Exclusive != "" {
-		m[r.Exclusive] = r.CPUs
+	for _, e := range r.Exclusive {
+		m[e.Pool] = e.CPUs
 	}
 	if r.Shared != "" {
 		m[r.Shared] = r.MilliCPU
 	}
 	return m
+}
+
+// exclusiveCPUs is the container's exclusive request over all its exclusive pools.
+func (r poolRequest) exclusiveCPUs() int64 {
+	var n int64
+	for _, e := range r.Exclusive {
+		n += e.CPUs
+	}
+	return n
 }
 
 // poolRequests reads and checks every container's pool resources. Every container gets an
@@ -86,28 +104,36 @@ func (r poolRequest) amounts() map[string]int64 {
 //     resources; the API server defaults requests to limits);
 //   - an exclusive pool counts whole CPUs, 1 to 8192;
 //   - the shared pool counts millicpu as whole devices, 1 to 8192000 (500 = half a CPU);
-//   - a default-type pool (neither exclusive… nor shared…) is not a resource;
-//   - a container asks at most one exclusive and one shared pool, each under one domain;
+//   - a container asks at most one shared pool, and each pool under one domain;
 //   - when cfg has pool configs, the pool is declared by one of them.
+//
+// A resource naming a pool of the default type (neither exclusive… nor shared…) is passed
+// over, as CPU-Pooler's webhook does: Mutate warns that nothing advertises it. Resource
+// names are <domain>/<pool> for the domains of pools.Domains(cfg.Pools...).
 func poolRequests(pod *corev1.Pod, cfg *Config) (map[string]poolRequest, error) {
 	check := cfg != nil && len(cfg.Pools) > 0
-	known := cfg.knownPools()
+	var configs []*pools.Config
+	if cfg != nil {
+		configs = cfg.Pools
+	}
+	declared, domains := declaredPools(configs), pools.Domains(configs...)
 	out := map[string]poolRequest{}
 	var errs []error
 	for _, c := range containers(pod) {
-		r, err := containerPools(c, check, known)
+		r, err := containerPools(c, check, declared, cfg.knownPools(), domains)
 		errs = append(errs, err)
 		out[c.Name] = r
 	}
 	return out, errors.Join(errs...)
 }
 
-// containerPools checks one container; with check, pools must be in known.
-func containerPools(c container, check bool, known []string) (poolRequest, error) {
+// containerPools checks one container; with check, pools must be in declared (known, the
+// exclusive and shared ones, are named in the error).
+func containerPools(c container, check bool, declared, known, domains []string) (poolRequest, error) {
 	var r poolRequest
 	var errs []error
 	for _, name := range resourceNames(c.Resources) {
-		pool, ok := pools.ParseResourceName(name)
+		pool, ok := pools.ParseResourceNameIn(name, domains)
 		if !ok {
 			continue
 		}
@@ -120,34 +146,61 @@ func containerPools(c container, check bool, known []string) (poolRequest, error
 		}
 		n, whole := q.AsInt64()
 		switch t := pools.TypeOf(pool); {
-		case t == allocation.TypeDefault:
-			bad(q.String(), "pool %q is a default pool (its name starts with neither exclusive nor shared), which is not a resource: "+
-				"a container that asks for no pool runs on it", pool)
-		case check && !slices.Contains(known, pool):
+		case check && !slices.Contains(declared, pool):
 			bad(q.String(), "pool %q is in no pool config; known pools: %s", pool, strings.Join(known, ", "))
+		case t == allocation.TypeDefault:
+			r.Default = append(r.Default, exclusiveRequest{Pool: pool, Resource: name, CPUs: n})
 		case t == allocation.TypeExclusive && (!whole || n < 1 || n > maxCPUs):
 			bad(q.String(), "an exclusive pool counts whole CPUs: want a whole number from 1 to %d, such as 2", maxCPUs)
 		case t == allocation.TypeShared && (!whole || n < 1 || n > maxMilliCPU):
 			bad(q.String(), "the shared pool counts millicpu, one device each: want a whole number from 1 to %d, such as 500 for half "+
 				"a CPU (not 500m or 0.5)", maxMilliCPU)
-		case t == allocation.TypeExclusive && r.Exclusive != "":
-			bad(q.String(), "%s", onePool(t, r.Exclusive, r.ExclusiveResource, pool))
-		case t == allocation.TypeShared && r.Shared != "":
-			bad(q.String(), "%s", onePool(t, r.Shared, r.SharedResource, pool))
 		case t == allocation.TypeExclusive:
-			r.Exclusive, r.ExclusiveResource, r.CPUs = pool, name, n
+			if i := slices.IndexFunc(r.Exclusive, func(e exclusiveRequest) bool { return e.Pool == pool }); i >= 0 {
+				bad(q.String(), "pool %q is also asked for as %s: name it once", pool, r.Exclusive[i].Resource)
+				continue
+			}
+			r.Exclusive = append(r.Exclusive, exclusiveRequest{Pool: pool, Resource: name, CPUs: n})
+		case r.Shared == pool:
+			bad(q.String(), "pool %q is also asked for as %s: name it once", pool, r.SharedResource)
+		case r.Shared != "":
+			bad(q.String(), "a container uses at most one shared pool, and it also asks for %s", r.SharedResource)
 		default:
 			r.Shared, r.SharedResource, r.MilliCPU = pool, name, n
 		}
 	}
+	slices.SortFunc(r.Exclusive, func(a, b exclusiveRequest) int { return strings.Compare(a.Pool, b.Pool) })
 	return r, errors.Join(errs...)
 }
 
-func onePool(t allocation.PoolType, first, firstResource, pool string) string {
-	if first == pool {
-		return fmt.Sprintf("pool %q is also asked for as %s: name it once", pool, firstResource)
+// declaredPools returns the pools any of configs declares, every type, sorted.
+func declaredPools(configs []*pools.Config) []string {
+	var names []string
+	for _, pc := range configs {
+		for _, p := range pc.Pools {
+			names = append(names, p.Name)
+		}
 	}
-	return fmt.Sprintf("a container uses at most one %s pool, and it also asks for %s", t, firstResource)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// defaultPoolWarnings tells the user, one warning per container, which of its resources name
+// a pool of the default type: nothing advertises them, so such a pod stays Pending.
+func defaultPoolWarnings(reqs map[string]poolRequest) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(reqs)) {
+		var names []string
+		for _, d := range reqs[name].Default {
+			names = append(names, d.Resource)
+		}
+		if len(names) > 0 {
+			out = append(out, fmt.Sprintf("container %q: %s: a pool of the default type (neither exclusive… nor shared…), "+
+				"which no device plugin advertises, so the pod stays Pending until something does; a container that asks for no "+
+				"pool runs on the default pool", name, strings.Join(names, ", ")))
+		}
+	}
+	return out
 }
 
 // limit returns the resource's limit, after checking that it is set and that requests, when

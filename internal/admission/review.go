@@ -253,6 +253,7 @@ func (h *handler) decide(ctx context.Context, log *slog.Logger, kind string, bod
 	case kind == "mutate":
 		h.mutate(resp, pod)
 	default:
+		resp.Warnings = Warnings(pod)
 		if err := Validate(pod, h.config()); err != nil {
 			deny(resp, err)
 		}

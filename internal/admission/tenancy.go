@@ -62,6 +62,9 @@ func checkProfile(labels map[string]string, r coresched.Request, i int, p Profil
 		return nil
 	}
 	key, value := r.PolicyKey, r.Policy // the label that decides, one the pod has
+	if r.UnknownPolicy != "" {
+		value = r.UnknownPolicy
+	}
 	if _, has := labels[r.GroupKey]; r.Policy == coresched.PolicyDefault && has {
 		key, value = r.GroupKey, r.Group
 	}

@@ -76,6 +76,10 @@ func TestTenancy(t *testing.T) {
 		{name: "the profile's group, Koordinator's label", pod: pod("telco", "tier", "dataplane", kgroup, "dataplane")},
 		{name: "exclusive where the profile gives a group", pod: pod("telco", "tier", "dataplane", kpol, "exclusive")},
 		{name: "exclusive, as the profile says", pod: pod("batch", policy, "exclusive")},
+		{name: "an unknown Koordinator policy reads as the default, which the profile does not give", pod: pod("batch", kpol, "Exclusive"),
+			msg: `label koordinator.sh/core-sched-policy="Exclusive": core-scheduling profile 1 (batch) selects this pod and gives it ` +
+				`policy exclusive` + only},
+		{name: "an unknown Koordinator policy with the profile's group", pod: pod("tenant-a", kpol, "strict", kgroup, "tenant-a")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := reviewJSON(t, tc.pod)

@@ -10,8 +10,15 @@
 //	podfence.io/core-sched-policy  (koordinator.sh/core-sched-policy)    "" | exclusive | none
 //
 // The policy overrides the group, as in Koordinator: "exclusive" puts the pod in a group of
-// its own, "none" gives it cookie 0 (no core scheduling). Pods without labels get the node's
-// default group: their namespace (default), the pod alone, or none.
+// its own, "none" gives it cookie 0 (no core scheduling). Koordinator's policy label with any
+// other value reads as empty, as Koordinator reads it (Request.UnknownPolicy keeps the value
+// for a warning); podfence's own label with one is refused. Pods without labels get the
+// node's default group: their namespace (default), the pod alone, one group for the node
+// (Koordinator's grouping), or none.
+//
+// Koordinator's QoS label koordinator.sh/qosClass selects the operator's per-class knobs
+// (QoSRules, qos.go): core scheduling on or off, a separate cookie for expeller classes, and
+// cpu.idle for the pod's cgroup.
 //
 // A group name is namespaced (docs/tenancy.md): group X of a pod in namespace N is N's group
 // X, whatever other namespaces call theirs, unless SharedGroups (the operator's profiles)
@@ -36,6 +43,8 @@ const (
 	LabelPolicy      = "podfence.io/core-sched-policy"
 	KoordLabelGroup  = "koordinator.sh/core-sched-group-id"
 	KoordLabelPolicy = "koordinator.sh/core-sched-policy"
+	// KoordLabelQoS is Koordinator's QoS class label (LSE, LSR, LS, BE, SYSTEM).
+	KoordLabelQoS = "koordinator.sh/qosClass"
 )
 
 // Policy values of the policy label.
@@ -52,18 +61,22 @@ type DefaultGroup string
 const (
 	ByNamespace DefaultGroup = "namespace"
 	ByPod       DefaultGroup = "pod"
-	NoGroup     DefaultGroup = "none"
+	// ByNode puts every unlabelled pod of the node, of any namespace, in one group: the
+	// grouping of Koordinator's koordlet (group id ""). It is the operator's choice, by flag;
+	// no label of a pod's can ask for it (docs/tenancy.md).
+	ByNode  DefaultGroup = "node"
+	NoGroup DefaultGroup = "none"
 )
 
 // ParseDefaultGroup checks a defaultGroup setting.
 func ParseDefaultGroup(s string) (DefaultGroup, error) {
 	switch d := DefaultGroup(s); d {
-	case ByNamespace, ByPod, NoGroup:
+	case ByNamespace, ByPod, ByNode, NoGroup:
 		return d, nil
 	case "":
 		return ByNamespace, nil
 	}
-	return "", fmt.Errorf("defaultGroup %q: want namespace, pod or none", s)
+	return "", fmt.Errorf("defaultGroup %q: want namespace, pod, node or none", s)
 }
 
 // String, Set and Type make *DefaultGroup a command-line flag value (pflag.Value).
@@ -77,19 +90,20 @@ func (d *DefaultGroup) Set(s string) error {
 	return err
 }
 
-func (*DefaultGroup) Type() string { return "namespace|pod|none" }
+func (*DefaultGroup) Type() string { return "namespace|pod|node|none" }
 
 // Group is a set of pods that share one cookie. The zero Group is "no cookie" (cookie 0).
 // Groups are values: compare them with ==.
 type Group struct {
-	id       string // "" for no cookie; else "group:<ns>/<name>", "group:<name>", "ns:<ns>" or "pod:<uid>"
+	id       string // "" for no cookie; else "group:<ns>/<name>", "group:<name>", "ns:<ns>", "pod:<uid>" or "node", each maybe + ExpellerSuffix
 	explicit bool   // asked for by the pod's labels rather than by the node default
 }
 
 // ID names the group: "group:shop/web" (namespace shop's group web), "group:web" (group web
 // the operator shares among namespaces), "ns:shop" (namespace default), "pod:<uid>"
-// (exclusive); "" for no cookie. Neither names nor namespaces contain '/', so IDs of
-// different groups differ.
+// (exclusive), "node" (the node-wide default); "" for no cookie. Pods of an expeller QoS
+// class get the ID with ExpellerSuffix ("group:shop/web#expeller"). Neither names nor
+// namespaces contain '/' or '#', so IDs of different groups differ.
 func (g Group) ID() string { return g.id }
 
 // None reports whether the group means cookie 0.
@@ -130,15 +144,22 @@ func (e *LabelError) Unwrap() error { return e.Err }
 type Request struct {
 	PolicyKey, Policy string
 	GroupKey, Group   string
+	// UnknownPolicy is the value of Koordinator's policy label when it is none of its
+	// policies: Policy is then PolicyDefault, as koordlet reads it. Callers warn.
+	UnknownPolicy string
 }
 
-// RequestOf reads a pod's core-scheduling labels and checks their values.
+// RequestOf reads a pod's core-scheduling labels and checks their values. An unknown value
+// of podfence's policy label is an error; of Koordinator's, it reads as the default policy
+// (Request.UnknownPolicy).
 func RequestOf(labels map[string]string) (Request, error) {
 	var r Request
 	r.PolicyKey, r.Policy = label(labels, LabelPolicy, KoordLabelPolicy)
 	r.GroupKey, r.Group = label(labels, LabelGroup, KoordLabelGroup)
-	switch r.Policy {
-	case PolicyExclusive, PolicyNone, PolicyDefault:
+	switch {
+	case r.Policy == PolicyExclusive || r.Policy == PolicyNone || r.Policy == PolicyDefault:
+	case r.PolicyKey == KoordLabelPolicy: // read as koordlet reads it
+		r.Policy, r.UnknownPolicy = PolicyDefault, r.Policy
 	default:
 		return Request{}, &LabelError{Key: r.PolicyKey, Value: r.Policy,
 			Err: fmt.Errorf("unknown policy (want %q, %q or empty)", PolicyExclusive, PolicyNone)}
@@ -151,32 +172,66 @@ func RequestOf(labels map[string]string) (Request, error) {
 	return r, nil
 }
 
-// GroupFor returns pod's group; def groups pods without labels (ByNamespace when empty), and
-// shared says which labelled groups span namespaces (the zero value: none). Whether the node
+// ExpellerSuffix ends the ID of a group's part whose pods are of an expeller QoS class.
+const ExpellerSuffix = "#expeller"
+
+// Rules are a node's grouping rules: the default group of pods without labels (ByNamespace
+// when empty), the labelled groups that span namespaces (the zero value: none) and the
+// knobs per QoS class (the zero value: the QoS label is not read).
+type Rules struct {
+	Default DefaultGroup
+	Shared  SharedGroups
+	QoS     QoSRules
+}
+
+// GroupFor returns pod's group under the default grouping def and the shared groups, with
+// no QoS knobs (Rules.GroupOf).
+func GroupFor(def DefaultGroup, shared SharedGroups, pod Pod) (Group, error) {
+	return Rules{Default: def, Shared: shared}.GroupOf(pod)
+}
+
+// GroupOf returns pod's group. A QoS class whose knobs turn core scheduling off gives no
+// cookie whatever the labels ask (as koordlet does); an expeller class gives the pod's
+// group a part of its own, which its pods of other classes do not join. Whether the node
 // can give the group a cookie is the caller's question: an Explicit group on a node without
 // core scheduling is to be refused or reported.
-func GroupFor(def DefaultGroup, shared SharedGroups, pod Pod) (Group, error) {
+func (ru Rules) GroupOf(pod Pod) (Group, error) {
 	r, err := RequestOf(pod.Labels)
 	if err != nil {
 		return Group{}, err
 	}
-	switch {
-	case r.Policy == PolicyExclusive:
-		return Group{id: "pod:" + pod.UID, explicit: true}, nil
-	case r.Policy == PolicyNone:
-		return Group{explicit: true}, nil
-	case r.Group != "" && shared.Joins(r.Group, pod.Namespace):
-		return Group{id: "group:" + r.Group, explicit: true}, nil
-	case r.Group != "":
-		return Group{id: "group:" + pod.Namespace + "/" + r.Group, explicit: true}, nil
-	}
-	switch def {
-	case ByPod:
-		return Group{id: "pod:" + pod.UID}, nil
-	case NoGroup:
+	k, _ := ru.QoS.For(pod.Labels)
+	if k.Off {
 		return Group{}, nil
 	}
-	return Group{id: "ns:" + pod.Namespace}, nil
+	g := ru.group(r, pod)
+	if k.Expeller && !g.None() {
+		g.id += ExpellerSuffix
+	}
+	return g, nil
+}
+
+// group maps a checked request to its group, before the QoS knobs.
+func (ru Rules) group(r Request, pod Pod) Group {
+	switch {
+	case r.Policy == PolicyExclusive:
+		return Group{id: "pod:" + pod.UID, explicit: true}
+	case r.Policy == PolicyNone:
+		return Group{explicit: true}
+	case r.Group != "" && ru.Shared.Joins(r.Group, pod.Namespace):
+		return Group{id: "group:" + r.Group, explicit: true}
+	case r.Group != "":
+		return Group{id: "group:" + pod.Namespace + "/" + r.Group, explicit: true}
+	}
+	switch ru.Default {
+	case ByPod:
+		return Group{id: "pod:" + pod.UID}
+	case ByNode:
+		return Group{id: "node"}
+	case NoGroup:
+		return Group{}
+	}
+	return Group{id: "ns:" + pod.Namespace}
 }
 
 // label returns the podfence label if set, else the Koordinator alias.

@@ -31,8 +31,17 @@ func TestGroupFor(t *testing.T) {
 		{name: "Koordinator exclusive", pod: pod("shop", KoordLabelPolicy, "exclusive"), id: "pod:uid1", explicit: true},
 		{name: "none: cookie 0", def: ByPod, pod: pod("shop", LabelGroup, "a", LabelPolicy, "none"), id: "", explicit: true},
 		{name: "podfence's policy wins", pod: pod("shop", LabelPolicy, "", KoordLabelPolicy, "none"), id: "ns:shop"},
-		{name: "unknown policy", pod: pod("shop", KoordLabelPolicy, "strict"),
-			err: `label koordinator.sh/core-sched-policy="strict": unknown policy (want "exclusive", "none" or empty)`},
+		{name: "unlabelled: one group for the node", def: ByNode, pod: pod("shop"), id: "node"},
+		{name: "node default: a labelled group stays its namespace's", def: ByNode, pod: pod("shop", KoordLabelGroup, "a"),
+			id: "group:shop/a", explicit: true},
+		{name: "unknown Koordinator policy reads as the default", pod: pod("shop", KoordLabelPolicy, "strict"), id: "ns:shop"},
+		{name: "unknown Koordinator policy with a group", pod: pod("shop", KoordLabelPolicy, "Exclusive", KoordLabelGroup, "a"),
+			id: "group:shop/a", explicit: true},
+		{name: "unknown Koordinator policy, node default", def: ByNode, pod: pod("shop", KoordLabelPolicy, "x"), id: "node"},
+		{name: "unknown Koordinator policy still checks the group", pod: pod("shop", KoordLabelPolicy, "x", KoordLabelGroup, "a b"),
+			err: `label koordinator.sh/core-sched-group-id="a b": group name has the character ' ' (want letters, digits, '-', '_' or '.')`},
+		{name: "unknown podfence policy is refused", pod: pod("shop", LabelPolicy, "strict"),
+			err: `label podfence.io/core-sched-policy="strict": unknown policy (want "exclusive", "none" or empty)`},
 		{name: "bad group name", pod: pod("shop", LabelGroup, "a b"),
 			err: `label podfence.io/core-sched-group="a b": group name has the character ' ' (want letters, digits, '-', '_' or '.')`},
 	} {
@@ -112,12 +121,12 @@ func TestGroupScope(t *testing.T) {
 }
 
 func TestParseDefaultGroup(t *testing.T) {
-	for in, want := range map[string]DefaultGroup{"": ByNamespace, "namespace": ByNamespace, "pod": ByPod, "none": NoGroup} {
+	for in, want := range map[string]DefaultGroup{"": ByNamespace, "namespace": ByNamespace, "pod": ByPod, "node": ByNode, "none": NoGroup} {
 		if got, err := ParseDefaultGroup(in); err != nil || got != want {
 			t.Errorf("ParseDefaultGroup(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	if _, err := ParseDefaultGroup("node"); err == nil || err.Error() != `defaultGroup "node": want namespace, pod or none` {
+	if _, err := ParseDefaultGroup("cluster"); err == nil || err.Error() != `defaultGroup "cluster": want namespace, pod, node or none` {
 		t.Errorf("err = %v", err)
 	}
 }

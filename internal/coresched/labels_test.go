@@ -158,6 +158,10 @@ func TestRequestOf(t *testing.T) {
 			want: Request{PolicyKey: KoordLabelPolicy, Policy: PolicyNone, GroupKey: LabelGroup, Group: "g"}},
 		{labels: map[string]string{LabelPolicy: "", KoordLabelGroup: "k"},
 			want: Request{PolicyKey: LabelPolicy, GroupKey: KoordLabelGroup, Group: "k"}},
+		{labels: map[string]string{KoordLabelPolicy: " strict ", KoordLabelGroup: "k"},
+			want: Request{PolicyKey: KoordLabelPolicy, GroupKey: KoordLabelGroup, Group: "k", UnknownPolicy: "strict"}},
+		{labels: map[string]string{LabelPolicy: "", KoordLabelPolicy: "strict"},
+			want: Request{PolicyKey: LabelPolicy, GroupKey: KoordLabelGroup}},
 	} {
 		if got, err := RequestOf(tc.labels); err != nil || got != tc.want {
 			t.Errorf("RequestOf(%v) = %+v, %v; want %+v", tc.labels, got, err, tc.want)
@@ -186,22 +190,22 @@ func TestGroupString(t *testing.T) {
 	}
 }
 
-// TestDefaultGroupFlag: --coresched-default-group takes namespace, pod or none (empty:
+// TestDefaultGroupFlag: --coresched-default-group takes namespace, pod, node or none (empty:
 // namespace) and leaves the value alone on a bad one.
 func TestDefaultGroupFlag(t *testing.T) {
 	d := ByPod
-	for in, want := range map[string]DefaultGroup{"none": NoGroup, "namespace": ByNamespace, "pod": ByPod, "": ByNamespace} {
+	for in, want := range map[string]DefaultGroup{"none": NoGroup, "namespace": ByNamespace, "pod": ByPod, "node": ByNode, "": ByNamespace} {
 		if err := d.Set(in); err != nil || d != want || d.String() != string(want) {
 			t.Errorf("Set(%q): %q, %v; want %q", in, d, err, want)
 		}
 	}
 	d = NoGroup
-	for _, in := range []string{"Pod", "node", " pod"} {
+	for _, in := range []string{"Pod", "Node", " pod", "cluster"} {
 		if err := d.Set(in); err == nil || d != NoGroup {
 			t.Errorf("Set(%q) = %v: value %q, want an error and none", in, err, d)
 		}
 	}
-	if d.Type() != "namespace|pod|none" {
+	if d.Type() != "namespace|pod|node|none" {
 		t.Errorf("Type() = %q", d.Type())
 	}
 }

@@ -27,9 +27,14 @@ func ExampleResolve() {
 func ExamplePlan() {
 	v2 := epc.Node{Supported: true, Unified: true}
 	mainline := epc.Node{Reason: "/sys/fs/cgroup/misc.capacity lists no sgx_epc"}
-	fmt.Println(epc.Plan(epc.Bytes(4096), v2, epc.Strict, nil))
-	fmt.Println(epc.Plan(epc.Bytes(4096), mainline, epc.BestEffort, nil))
+	sgxEPCPlugin := map[string]string{"misc.max": "sgx_epc 4096"} // set by nri-plugins sgx-epc, run earlier
+	fmt.Println(epc.Plan(epc.Bytes(4096), v2, epc.Strict, epc.AtCreate, nil))
+	fmt.Println(epc.Plan(epc.Bytes(4096), v2, epc.Strict, epc.AtStart, nil))
+	fmt.Println(epc.Plan(epc.Bytes(4096), mainline, epc.BestEffort, epc.AtCreate, nil))
+	fmt.Println(epc.Plan(epc.Bytes(4096), v2, epc.Strict, epc.AtCreate, sgxEPCPlugin))
 	// Output:
 	// unified <nil>
+	// start <nil>
 	// unenforced <nil>
+	// yielded <nil>
 }

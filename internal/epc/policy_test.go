@@ -12,35 +12,38 @@ func TestPlan(t *testing.T) {
 	v1 := epc.Node{Supported: true}
 	none := epc.Node{Reason: "/sys/fs/cgroup/misc.capacity lists no sgx_epc"}
 	mib := epc.Bytes(1 << 20)
+	other := map[string]string{"misc.max": "sgx_epc 4096"}
 	for _, tc := range []struct {
 		name    string
 		limit   epc.Limit
 		node    epc.Node
 		policy  epc.Policy
+		at      epc.ApplyAt
 		unified map[string]string
 		want    epc.Mode
 		wantErr string
 	}{
 		{name: "no limit on a node without support", node: none, want: epc.None},
-		{name: "no limit beside another owner's misc.max", node: v2, unified: map[string]string{"misc.max": "sgx_epc 1"}, want: epc.None},
+		{name: "no limit beside another owner's misc.max", node: v2, unified: other, want: epc.None},
 		{name: "cgroup v2", limit: mib, node: v2, unified: map[string]string{"memory.high": "1G"}, want: epc.ViaUnified},
+		{name: "cgroup v2 at start", limit: mib, node: v2, at: epc.AtStart, want: epc.ViaStart},
 		{name: "cgroup v1", limit: mib, node: v1, want: epc.ViaWrite},
+		{name: "cgroup v1 at start: written ahead all the same", limit: mib, node: v1, at: epc.AtStart, want: epc.ViaWrite},
 		{name: "best effort without support", limit: mib, node: none, policy: epc.BestEffort, want: epc.Unenforced},
 		{name: "strict without support", limit: mib, node: none, policy: epc.Strict,
 			wantErr: "the kernel lacks SGX EPC cgroup support: /sys/fs/cgroup/misc.capacity lists no sgx_epc; it needs a " +
 				"kernel whose misc cgroup controller lists sgx_epc in misc.capacity (or the agent's EPC policy " +
 				"best-effort, which runs the container without the cap)"},
-		{name: "conflict", limit: mib, node: v2, unified: map[string]string{"misc.max": "sgx_epc 4096"},
-			wantErr: `misc.max is already set to "sgx_epc 4096" in the container's unified cgroup resources (by the ` +
-				`runtime or an NRI plugin that ran earlier), and podfence would set "sgx_epc 1048576": one owner per ` +
-				`cgroup file, so remove the other setting or the epc-limit annotation`},
-		{name: "conflict on cgroup v1", limit: mib, node: v1, unified: map[string]string{"misc.max": ""},
-			wantErr: `misc.max is already set to ""`},
+		{name: "an earlier plugin set misc.max: stand aside", limit: mib, node: v2, unified: other, want: epc.Yielded},
+		{name: "stand aside at start too", limit: mib, node: v2, at: epc.AtStart, unified: other, want: epc.Yielded},
+		{name: "stand aside on cgroup v1", limit: mib, node: v1, unified: map[string]string{"misc.max": ""}, want: epc.Yielded},
+		{name: "stand aside without support, strict: the owner's setting fails alone", limit: mib, node: none, unified: other,
+			want: epc.Yielded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := epc.Plan(tc.limit, tc.node, tc.policy, tc.unified)
+			got, err := epc.Plan(tc.limit, tc.node, tc.policy, tc.at, tc.unified)
 			if tc.wantErr != "" {
-				if err == nil || len(err.Error()) < len(tc.wantErr) || err.Error()[:len(tc.wantErr)] != tc.wantErr {
+				if err == nil || err.Error() != tc.wantErr || !errors.Is(err, epc.ErrUnsupported) {
 					t.Fatalf("Plan = %v, %v; want error %q", got, err, tc.wantErr)
 				}
 				return
@@ -52,15 +55,19 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-func TestPlanErrorKinds(t *testing.T) {
-	_, err := epc.Plan(epc.Bytes(1), epc.Node{Reason: "x"}, epc.Strict, nil)
-	if !errors.Is(err, epc.ErrUnsupported) {
-		t.Errorf("unsupported: %v is not ErrUnsupported", err)
+func TestApplyAt(t *testing.T) {
+	var a epc.ApplyAt
+	if a != epc.AtCreate || a.String() != "create" {
+		t.Errorf("zero: %v", a)
 	}
-	_, err = epc.Plan(epc.Bytes(1), epc.Node{Supported: true}, epc.Strict, map[string]string{"misc.max": "x"})
-	var ce *epc.ConflictError
-	if !errors.As(err, &ce) || ce.Value != "x" || ce.Limit != epc.Bytes(1) {
-		t.Errorf("conflict: %#v", err)
+	if err := a.Set("start"); err != nil || a != epc.AtStart || a.String() != "start" {
+		t.Errorf("Set start: %v, %v", a, err)
+	}
+	if err := a.Set("later"); err == nil || err.Error() != `EPC apply-at "later": want create or start` || a != epc.AtStart {
+		t.Errorf("Set later: %v, now %v", err, a)
+	}
+	if err := a.Set("create"); err != nil || a != epc.AtCreate || a.Type() != "create|start" {
+		t.Errorf("Set create: %v, %v", a, err)
 	}
 }
 
@@ -82,7 +89,7 @@ func TestPolicy(t *testing.T) {
 
 func TestModeString(t *testing.T) {
 	for m, want := range map[epc.Mode]string{epc.None: "none", epc.ViaUnified: "unified", epc.ViaWrite: "write",
-		epc.Unenforced: "unenforced", epc.Mode(9): "Mode(9)"} {
+		epc.Unenforced: "unenforced", epc.ViaStart: "start", epc.Yielded: "yielded", epc.Mode(9): "Mode(9)"} {
 		if m.String() != want {
 			t.Errorf("%d: %q, want %q", int(m), m.String(), want)
 		}

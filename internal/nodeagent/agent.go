@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,9 +42,15 @@ type Config struct {
 	// PoolsReloadInterval is how often Pools is re-read; a change is taken when no running
 	// container would move (0: never; negative is an error).
 	PoolsReloadInterval time.Duration
-	// NodeName and NodeLabels select the pool config (its nodeSelector).
+	// NodeName and NodeLabels select the pool config (its nodeSelector). Without NodeLabels,
+	// the agent reads its Node's labels from the API server (Kubeconfig or the pod's service
+	// account) and follows their changes (nodelabels.go).
 	NodeName   string
 	NodeLabels map[string]string
+	// PodResourcesSocket is the kubelet's pod resources API: the pools of containers whose pod
+	// has no pool request annotation come from their devices there (package podresources).
+	// Empty: not read.
+	PodResourcesSocket string
 	// CheckpointDir holds one record per allocation.
 	CheckpointDir string
 	// Sysfs is the root of the sysfs tree to read the topology from ("/sys").
@@ -57,6 +64,9 @@ type Config struct {
 	// there with policy EPCPolicy (package epc/enforce). Empty: no EPC limits.
 	CgroupRoot string
 	EPCPolicy  epc.Policy
+	// EPCApplyAt is when a cap is set on cgroup v2 (epc.ApplyAt; start beside a later NRI
+	// plugin that sets misc.max, such as nri-plugins sgx-epc).
+	EPCApplyAt epc.ApplyAt
 	// Registry collects the agent's metrics; nil means a new metrics.NewRegistry().
 	Registry *prometheus.Registry
 	// MetricsAddress, if set, serves /metrics, /healthz, /readyz and /state (package
@@ -74,9 +84,12 @@ type Config struct {
 	Events     bool
 	Kubeconfig string
 	// DevicePluginDir, if set, is the kubelet's device-plugin directory: each exclusive and
-	// shared pool is advertised there as ResourceDomain/<pool> (package deviceplugin).
+	// shared pool is advertised there as <domain>/<pool> (package deviceplugin), the domain
+	// being the pool config's resourceBaseName, else ResourceDomain.
 	DevicePluginDir string
 	ResourceDomain  string
+	// Policy holds the planner's node-wide settings (CFS quotas: --cfs-quotas).
+	Policy plan.Policy
 
 	// CoreSched is SMT core scheduling (package coresched): cookies per pod group. Its
 	// CgroupRoot defaults to CgroupRoot's.
@@ -91,6 +104,8 @@ type Config struct {
 	// sandboxes, whose shim and hypervisor get a host cgroup under CgroupRoot sized from
 	// their pods (package sandbox/enforce). Empty: none.
 	VMRuntimes []string
+
+	live *nodeLabels // set by Run when the labels come from the API server
 }
 
 // Run serves the runtime until ctx ends, then flushes the checkpoint.
@@ -98,7 +113,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := checkReloadInterval(cfg.PoolsReloadInterval); err != nil {
 		return fmt.Errorf("pools reload interval %s: %w", cfg.PoolsReloadInterval, err)
 	}
-	node, err := LoadNode(cfg, log)
+	var labelsDone sync.WaitGroup
+	defer labelsDone.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	api, err := apiClient(cfg, log) // one client for Events, node info and labels (apiserver.go)
+	if err != nil {
+		return err
+	}
+	if cfg.live = newNodeLabels(cfg, api, log); cfg.live != nil {
+		labelsDone.Go(func() { cfg.live.run(ctx) })
+	} else if labelsFromAPI(cfg) {
+		log.Info("node labels not read from the API server (no client): the pool config is selected by " + HostnameLabel + " alone")
+	}
+	// The layout the running containers were placed by comes first; a changed config file
+	// is taken as Reload takes it (inforce.go). node is the pool config's layout.
+	start, next, node, err := startNodes(ctx, cfg, labelStartWait, labelStartWaitInForce, log)
 	if err != nil {
 		return err
 	}
@@ -115,7 +145,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		reg = metrics.NewRegistry()
 	}
 	if cfg.CgroupRoot != "" {
-		x := enforce.New(enforce.Config{Root: cfg.CgroupRoot, Policy: cfg.EPCPolicy}, log)
+		x := enforce.New(enforce.Config{Root: cfg.CgroupRoot, Policy: cfg.EPCPolicy, ApplyAt: cfg.EPCApplyAt}, log)
 		if err := reg.Register(x.Collector()); err != nil {
 			return fmt.Errorf("register EPC metrics: %w", err)
 		}
@@ -134,10 +164,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	exts = append(exts, cs)
-	api, err := apiClient(cfg, log) // one client for Events and node info (apiserver.go)
-	if err != nil {
-		return err
-	}
 	if cfg.PublishNode { // for the scheduler extender; never blocks (package nodeinfo)
 		cores := len(node.Topology.Cores())
 		nodeinfo.Start(ctx, api, cfg.NodeName, func() nodeinfo.Info {
@@ -151,15 +177,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The layout the running containers were placed by comes first; a changed config file
-	// is taken as Reload takes it (inforce.go).
-	start, next := startLayout(cfg.CheckpointDir, node, log)
 	checkCheckpoint(store, start, log)
 	if err := saveInForce(cfg.CheckpointDir, start.Pools); err != nil {
 		log.Error("pool layout in force not recorded", "err", err)
 	}
+	kubelet, closeKubelet, err := podResources(cfg, log) // the devices of pods without a pool request (podresources.go)
+	if err != nil {
+		return err
+	}
+	defer closeKubelet()
 	var dp *deviceplugin.Plugin
-	a := nriplugin.New(start, store, log, nriplugin.Options{Extensions: append(exts, o), Next: next,
+	a := nriplugin.New(start, store, log, nriplugin.Options{Extensions: append(exts, o), Next: next, PodResources: kubelet,
 		LayoutChanged: func(n *plan.Node) {
 			if err := saveInForce(cfg.CheckpointDir, n.Pools); err != nil {
 				log.Error("pool layout in force not recorded", "err", err)
@@ -190,15 +218,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer closeMetrics(srv, log)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	go o.run(ctx, a)
 	var dpDone <-chan error
 	dp, dpDone, err = startDevicePlugin(ctx, cancel, cfg, start, log)
 	if err != nil {
 		return err
 	}
-	if cfg.PoolsReloadInterval > 0 {
+	if cfg.PoolsReloadInterval > 0 || cfg.live != nil {
 		go watchPools(ctx, cfg, node, []reloader{a}, cfg.PoolsReloadInterval, log)
 	}
 	go newOnlineWatch(cfg.Sysfs).run(ctx, a, onlineEvery, log)
@@ -229,6 +255,11 @@ func LoadNode(cfg Config, log *slog.Logger) (*plan.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read CPU topology: %w", err)
 	}
+	return loadLayout(cfg, topo, log)
+}
+
+// loadLayout selects and resolves the node's pool config on topo.
+func loadLayout(cfg Config, topo *topology.Topology, log *slog.Logger) (*plan.Node, error) {
 	layout, err := resolvePools(nil, cfg, topo)
 	if err != nil {
 		return nil, err
@@ -238,7 +269,7 @@ func LoadNode(cfg Config, log *slog.Logger) (*plan.Node, error) {
 	}
 	log.Info("node", "name", cfg.NodeName, "topology", topo.Summary(), "poolConfig", layout.Source,
 		"pools", describe(layout))
-	return plan.NewNode(topo, layout, plan.Policy{}), nil
+	return plan.NewNode(topo, layout, cfg.Policy), nil
 }
 
 // resolvePools loads the pool configs through loader (nil: no memory of earlier loads) and
@@ -249,6 +280,11 @@ func resolvePools(loader *pools.Loader, cfg Config, topo *topology.Topology) (*p
 		return nil, err
 	}
 	labels := maps.Clone(cfg.NodeLabels)
+	if cfg.live != nil {
+		if m, ok := cfg.live.current(); ok {
+			labels = m
+		}
+	}
 	if labels == nil {
 		labels = map[string]string{}
 	}

@@ -21,6 +21,7 @@ import (
 )
 
 const poolConfig = `
+exclusiveCPUs: threads
 pools:
   exclusive_a: {cpus: "2-3,50-51", hyperThreadingPolicy: multiThreaded}
   shared_s:    {cpus: "4,52"}

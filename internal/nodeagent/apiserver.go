@@ -13,15 +13,15 @@ import (
 const userAgent = "podfence-agent"
 
 // apiClient is the agent's one client of the API server, for its Events (reporter.go), its
-// Node's info (package nodeinfo) and the review of metrics tokens (package authz): that of
-// cfg.Kubeconfig or, without one, of the pod the agent runs in (kubeapi.Load). It is nil when
-// none needs it, outside a pod without a kubeconfig, and when the credentials cannot be used
-// but Events and metrics can do without (the pod's service account unreadable, or Events
-// off): logged, the agent runs without. With Events on, a kubeconfig that cannot be read, or
+// Node's info (package nodeinfo) and labels (nodelabels.go) and the review of metrics tokens
+// (package authz): that of cfg.Kubeconfig or, without one, of the pod the agent runs in
+// (kubeapi.Load). It is nil when none needs it, outside a pod without a kubeconfig, and when
+// the credentials cannot be used but Events and metrics can do without (the pod's service
+// account unreadable, or Events off): logged, the agent runs without. With Events on, a kubeconfig that cannot be read, or
 // credentials the client refuses, is an error; with metrics tokens to review, any is.
 func apiClient(cfg Config, log *slog.Logger) (*kubeapi.Client, error) {
 	reviews := cfg.MetricsAddress != "" && cfg.MetricsAuth == metrics.AuthKubernetes
-	if !cfg.Events && !cfg.PublishNode && !reviews {
+	if !cfg.Events && !cfg.PublishNode && !reviews && !labelsFromAPI(cfg) {
 		return nil, nil
 	}
 	from := cfg.Kubeconfig
@@ -46,6 +46,6 @@ func apiClient(cfg Config, log *slog.Logger) (*kubeapi.Client, error) {
 		return nil, nil
 	}
 	log.Info("API server", "server", kc.Host, "credentials", from, "events", cfg.Events, "publishNodeInfo", cfg.PublishNode,
-		"metricsTokenReviews", reviews)
+		"metricsTokenReviews", reviews, "nodeLabels", labelsFromAPI(cfg))
 	return c, nil
 }

@@ -48,19 +48,35 @@ func checkReloadInterval(d time.Duration) error {
 // would have to move, then to the others (the device plugin). Each outcome is logged once
 // per distinct config. A file whose bytes did not change is not parsed again, and one over
 // pools.MaxConfigBytes is refused unread.
+//
+// With the Node's labels from the API server (cfg.live), a change of them is a tick too: the
+// config they select is offered the same way. interval 0 then means: on label changes only.
 func watchPools(ctx context.Context, cfg Config, cur *plan.Node, rs []reloader, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	var tick <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	var relabelled <-chan struct{}
+	if cfg.live != nil {
+		relabelled = cfg.live.changed
+	}
 	seen := layoutKey(cur.Pools)
 	loader := new(pools.Loader)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
+		case <-relabelled:
 		}
 		if n, ok := rs[0].(interface{ Node() *plan.Node }); ok { // CPUs may have gone offline
 			cur = n.Node()
+		}
+		if _, known := cfg.live.current(); cfg.live != nil && !known { // no config is selected without them
+			retryPending(rs[0], log)
+			continue
 		}
 		layout, err := resolvePools(loader, cfg, cur.Topology)
 		key := ""

@@ -63,7 +63,7 @@ func (s Starter) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 func decidedPools(d plan.Decision) pinning.Pools {
 	a, p := d.Allocation, pinning.Pools{}
 	if a.Type == allocation.TypeExclusive {
-		p.Exclusive, p.CPUs = a.Pool, a.CPUs.Size()
+		p.Exclusive, p.MoreExclusive, p.CPUs = a.Pool, a.ExtraPools, a.CPUs.Size()
 	}
 	if a.MilliCPU > 0 && !d.Shared.IsEmpty() {
 		p.Shared, p.MilliCPU = a.SharedPool, int(a.MilliCPU)

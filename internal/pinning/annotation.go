@@ -175,7 +175,8 @@ func parseContainer(wc wireContainer) (Container, error) {
 			return Container{}, fmt.Errorf("container %q: process %d: %w", wc.Name, i, err)
 		}
 		t := p.Type()
-		if first, ok := pool[t]; ok && first != p.Pool && t != allocation.TypeDefault {
+		// A node has one shared pool; a container may have CPUs of several exclusive pools.
+		if first, ok := pool[t]; ok && first != p.Pool && t == allocation.TypeShared {
 			return Container{}, fmt.Errorf("container %q: process %d: pool %q: another process names %s pool %q (a container has CPUs "+
 				"of one %s pool)", wc.Name, i, p.Pool, t, first, t)
 		}

@@ -106,10 +106,6 @@ func TestParseErrors(t *testing.T) {
 				`9000000}]}]`, want: `pool "shared_a": cpus 9000000: want a whole number of millicpu (1000 = one CPU) from 1 to 8192000`},
 		{name: "negative default cpus", value: `[{"container": "a", "processes": [{"process": "x", "pool": "default", "cpus": -1}]}]`,
 			want: `cpus -1: want a whole number (ignored for the default pool) from 0 to 8192`},
-		{name: "two exclusive pools",
-			value: `[{"container": "a", "processes": [{"process": "x", "pool": "exclusive_a", "cpus": 1}, {"process": "y", "pool": ` +
-				`"exclusive_b", "cpus": 1}]}]`, want: `container "a": process 1: pool "exclusive_b": another process names exclusive ` +
-				`pool "exclusive_a" (a container has CPUs of one exclusive pool)`},
 		{name: "two shared pools",
 			value: `[{"container": "a", "processes": [{"process": "x", "pool": "shared_a", "cpus": 1}, {"process": "y", "pool": ` +
 				`"shared_b", "cpus": 1}]}]`, want: `another process names shared pool "shared_a"`},

@@ -13,9 +13,12 @@ import (
 // Pools is what one container has of the CPU pools, which the processes of its entry must
 // fit: the webhook reads it from the pod's resources, the agent from the CPUs it decided.
 type Pools struct {
-	// Exclusive is the container's exclusive pool ("" for none); CPUs its whole CPUs.
-	Exclusive string
-	CPUs      int
+	// Exclusive is the container's exclusive pool ("" for none); CPUs its whole CPUs, of
+	// Exclusive and of MoreExclusive, its further exclusive pools (CPU-Pooler lets a
+	// container ask several).
+	Exclusive     string
+	MoreExclusive []string
+	CPUs          int
 	// Shared is the container's shared pool ("" for none); MilliCPU its share.
 	Shared   string
 	MilliCPU int
@@ -48,7 +51,8 @@ func (s Spec) Check(containers map[string]Pools) error {
 func Check(procs []Process, c Pools) error {
 	for i, p := range procs {
 		switch t := p.Type(); {
-		case t == allocation.TypeExclusive && p.Pool != c.Exclusive, t == allocation.TypeShared && p.Pool != c.Shared:
+		case t == allocation.TypeExclusive && p.Pool != c.Exclusive && !slices.Contains(c.MoreExclusive, p.Pool),
+			t == allocation.TypeShared && p.Pool != c.Shared:
 			return fmt.Errorf("process %d (%s): %s pool %q is not the container's: %s", i, p.name(), t, p.Pool, c.describe(t))
 		}
 	}

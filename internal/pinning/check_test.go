@@ -22,6 +22,8 @@ func TestCheck(t *testing.T) {
 		{name: "default only, no pool", procs: []Process{dflt(), {Pool: "default"}}},
 		{name: "another exclusive pool", procs: []Process{dflt(), {Path: "/x", Pool: "exclusive_b", CPUs: 1}}, pools: both,
 			want: `process 1 (/x): exclusive pool "exclusive_b" is not the container's: it asks for 3 CPUs of exclusive pool "exclusive_a"`},
+		{name: "a further exclusive pool of the container", procs: []Process{excl(1), {Path: "/x", Pool: "exclusive_b", CPUs: 2}},
+			pools: Pools{Exclusive: "exclusive_a", MoreExclusive: []string{"exclusive_b"}, CPUs: 3}},
 		{name: "exclusive without the pool", procs: []Process{excl(1)}, pools: Pools{Shared: "shared_a", MilliCPU: 100},
 			want: `process 0 (/bin/e): exclusive pool "exclusive_a" is not the container's: it asks for no exclusive pool in its resources`},
 		{name: "another shared pool", procs: []Process{{Pool: "shared_b", CPUs: 100}}, pools: both,

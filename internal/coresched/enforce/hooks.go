@@ -21,10 +21,10 @@ var (
 )
 
 // groupOf maps an NRI pod to its group: a labelled group is its namespace's unless the
-// operator shares it with that namespace.
+// operator shares it with that namespace; the QoS class's knobs apply.
 func (m *Manager) groupOf(pod *api.PodSandbox) (coresched.Group, error) {
-	return coresched.GroupFor(m.cfg.DefaultGroup, m.cfg.Shared,
-		coresched.Pod{UID: pod.GetUid(), Namespace: pod.GetNamespace(), Labels: pod.GetLabels()})
+	rules := coresched.Rules{Default: m.cfg.DefaultGroup, Shared: m.cfg.Shared, QoS: m.cfg.QoS}
+	return rules.GroupOf(coresched.Pod{UID: pod.GetUid(), Namespace: pod.GetNamespace(), Labels: pod.GetLabels()})
 }
 
 // CreateContainer refuses a container whose pod explicitly asks for core scheduling
@@ -53,13 +53,17 @@ func (m *Manager) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *a
 	return nil, nil
 }
 
-// RunPodSandbox gives the pod sandbox's process (pause) its pod's cookie. A failure is
-// logged, never returned: it would fail the pod for a process that runs no user code.
+// RunPodSandbox gives the pod sandbox's process (pause) its pod's cookie, sets cpu.idle on
+// the pod's cgroup when its QoS class asks for it, and notes an unknown Koordinator policy
+// value. A failure is logged, never returned: it would fail the pod for a process that runs
+// no user code.
 func (m *Manager) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	g, err := m.groupOf(pod)
 	if err != nil {
 		return nil // refused or reported at CreateContainer
 	}
+	m.noteUnknown(pod, g)
+	m.setIdle(pod)
 	mem := member{ID: pod.GetId(), Pod: podName(pod), Sandbox: pod.GetId(), Group: g}
 	if err := m.start(mem, int(pod.GetPid()), pod.GetLinux().GetCgroupsPath()); err != nil {
 		m.log.Warn("core scheduling: pod sandbox without its cookie", "pod", podName(pod), "err", err)
@@ -94,6 +98,10 @@ func (m *Manager) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) {
 	for _, id := range ids {
 		m.forget(id)
 	}
+	m.forgetIdle(pod.GetId())
+	m.mu.Lock()
+	delete(m.unknown, pod.GetId())
+	m.mu.Unlock()
 }
 
 func (m *Manager) forget(id string) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/coresched/kernel"
+	"github.com/podfence/podfence/internal/nodeagent/cgroups"
 )
 
 // Kernel is the core-scheduling surface the manager uses; kernel.Prctl is the real one.
@@ -34,6 +35,10 @@ type Config struct {
 	// Shared are the groups the operator's profiles share across namespaces; any other
 	// labelled group is its namespace's (coresched.GroupFor).
 	Shared coresched.SharedGroups
+	// QoS are the knobs per Koordinator QoS class (the zero value: the label is not read).
+	QoS coresched.QoSRules
+	// IdleFS writes cpu.idle; nil means cgroups.OS{}.
+	IdleFS CgroupWriter
 	// ProcRoot ("/proc") and CgroupRoot ("/sys/fs/cgroup") are the host's trees.
 	ProcRoot, CgroupRoot string
 	// ReconcileEvery is the period of the cgroup.procs sweep (default 10 s).
@@ -73,10 +78,15 @@ type Manager struct {
 	cg   cgroupFS
 	self int
 
+	layout  cgroups.Layout // for cpu.idle
+	idleErr error          // why this node has no cpu.idle; nil when it has
+
 	mu       sync.Mutex
 	book     *book
 	unusable error // why no cookies can be made now; nil when they can
 	watching bool
+	idle     map[string]idleRec    // pod sandboxes whose class asks for cpu.idle, by sandbox ID
+	unknown  map[string]unknownRec // pod sandboxes with an unknown Koordinator policy, by sandbox ID
 }
 
 // New probes the kernel (unless disabled), runs the Group Identity guard and registers the
@@ -89,7 +99,14 @@ func New(cfg Config, k Kernel, reg prometheus.Registerer, log *slog.Logger) (*Ma
 	}
 	cg, cgErr := detectCgroups(cfg.CgroupRoot)
 	m := &Manager{cfg: cfg, k: counted{Kernel: k, ops: met.ops}, log: log, met: met,
-		proc: procFS{root: cfg.ProcRoot}, cg: cg, self: os.Getpid(), book: newBook()}
+		proc: procFS{root: cfg.ProcRoot}, cg: cg, self: os.Getpid(), book: newBook(),
+		idle: map[string]idleRec{}, unknown: map[string]unknownRec{}}
+	var lerr error
+	m.layout, lerr = cgroups.Detect(cfg.CgroupRoot)
+	m.idleErr = idleSupport(m.layout, lerr)
+	if m.idleErr != nil && cfg.QoS.AnyIdle() {
+		log.Warn("cpu.idle unsupported: pods of idle QoS classes run at normal CPU priority", "reason", m.idleErr, "qos", cfg.QoS.String())
+	}
 	err = cgErr
 	if err == nil {
 		err = m.check()
@@ -101,7 +118,7 @@ func New(cfg Config, k Kernel, reg prometheus.Registerer, log *slog.Logger) (*Ma
 				coresched.BestEffort: "reported"}[cfg.Policy])
 	} else {
 		log.Info("core scheduling on", "policy", cfg.Policy, "defaultGroup", cfg.DefaultGroup, "sharedGroups", cfg.Shared.String(),
-			"cgroups", cg.String(), "reconcileEvery", cfg.ReconcileEvery)
+			"qos", cfg.QoS.String(), "cgroups", cg.String(), "reconcileEvery", cfg.ReconcileEvery)
 	}
 	return m, nil
 }
@@ -124,6 +141,9 @@ func withDefaults(c Config) Config {
 	}
 	if c.ReadableWait == 0 {
 		c.ReadableWait = 10 * time.Second
+	}
+	if c.IdleFS == nil {
+		c.IdleFS = cgroups.OS{}
 	}
 	return c
 }

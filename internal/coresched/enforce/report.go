@@ -25,6 +25,18 @@ type Report struct {
 	Watching     bool                        `json:"watching"`               // the process-event watcher is subscribed
 	Groups       int                         `json:"groups"`                 // groups with a cookie
 	Containers   []status.CoreSchedContainer `json:"containers,omitempty"`
+	// QoS are the knobs per Koordinator QoS class ("none": the label is not read).
+	QoS string `json:"qos"`
+	// CPUIdle is whether this node has cpu.idle, and the pods whose class asks for it.
+	CPUIdle IdleReport `json:"cpuIdle"`
+}
+
+// IdleReport is the cpu.idle part of Report.
+type IdleReport struct {
+	Supported bool   `json:"supported"`
+	Reason    string `json:"reason,omitempty"` // why not
+	Set       int    `json:"set"`              // pods whose cgroup has cpu.idle=1
+	Failed    int    `json:"failed"`           // pods whose class asks for it, without it
 }
 
 // State reports the manager for /state and `podfence status`.
@@ -35,6 +47,17 @@ func (m *Manager) State() any {
 		SharedGroups: m.cfg.Shared.Map(), Watching: m.watching, Groups: len(m.book.groups)}
 	if m.unusable != nil {
 		s.Reason = m.unusable.Error()
+	}
+	s.QoS, s.CPUIdle.Supported = m.cfg.QoS.String(), m.idleErr == nil
+	if m.idleErr != nil {
+		s.CPUIdle.Reason = m.idleErr.Error()
+	}
+	for _, r := range m.idle {
+		if r.err == nil {
+			s.CPUIdle.Set++
+		} else {
+			s.CPUIdle.Failed++
+		}
 	}
 	for _, mem := range m.book.list() {
 		if mem.Name == "" {
@@ -47,12 +70,22 @@ func (m *Manager) State() any {
 	return s
 }
 
-// Degraded lists the containers that run without the cookie they should carry: an explicit
-// group on a node that cannot make cookies (best-effort), or a kernel call that failed.
+// Degraded lists the containers that run without the cookie they should carry (an explicit
+// group on a node that cannot make cookies under best-effort, or a kernel call that failed),
+// pods whose QoS class asks for cpu.idle without it, and pods whose Koordinator policy label
+// is read as the default. Pod-level entries name no container.
 func (m *Manager) Degraded() []nriplugin.Degraded {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []nriplugin.Degraded
+	out := m.unknownDegraded()
+	for _, r := range m.idle {
+		if r.err == nil {
+			continue
+		}
+		ns, pod, _ := strings.Cut(r.pod, "/")
+		out = append(out, nriplugin.Degraded{Namespace: ns, Pod: pod, Reason: "CPUIdleNotSet",
+			Message: fmt.Sprintf("the pod's QoS class asks for cpu.idle=1, which is not set: %v", r.err)})
+	}
 	for _, mem := range m.book.list() {
 		var why string
 		switch {

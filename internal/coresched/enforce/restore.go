@@ -52,7 +52,23 @@ func (m *Manager) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []
 	for _, p := range pods {
 		podByID[p.GetId()] = p
 		add(p, p.GetId(), "", int(p.GetPid()), p.GetLinux().GetCgroupsPath())
+		if g, err := m.groupOf(p); err == nil {
+			m.noteUnknown(p, g)
+			m.setIdle(p) // idempotent: a restarted agent writes the same value
+		}
 	}
+	m.mu.Lock()
+	for id := range m.idle {
+		if podByID[id] == nil {
+			delete(m.idle, id)
+		}
+	}
+	for id := range m.unknown {
+		if podByID[id] == nil {
+			delete(m.unknown, id)
+		}
+	}
+	m.mu.Unlock()
 	for _, c := range ctrs {
 		if p := podByID[c.GetPodSandboxId()]; p != nil && c.GetState() != api.ContainerState_CONTAINER_STOPPED {
 			add(p, c.GetId(), c.GetName(), int(c.GetPid()), c.GetLinux().GetCgroupsPath())

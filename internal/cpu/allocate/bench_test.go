@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
@@ -44,24 +46,30 @@ func fragmented(b *testing.B, ix *Index) Set {
 
 // BenchmarkExclusive256 times one exclusive choice on a 256-CPU node whose pool is 60% used
 // and fragmented. Compare with BenchmarkLowestFree256 (the topology-blind baseline).
+// Under WholeCore units (CPU-Pooler's multiThreaded: a unit is a core) n is in cores.
 func BenchmarkExclusive256(b *testing.B) {
 	topo := mustTopo(b, node256)
-	for _, n := range []int{1, 4, 16} {
-		ix := NewIndex(topo, topo.Online(), false)
-		free := fragmented(b, ix)
-		b.Run(benchName("cpus", n), func(b *testing.B) {
-			for b.Loop() {
-				if _, err := ix.Exclusive(free, n); err != nil {
-					b.Fatal(err)
+	for _, unit := range []struct {
+		name string
+		u    Unit
+	}{{"", Thread}, {"wholecores/", WholeCore}} {
+		for _, n := range []int{1, 4, 16} {
+			ix := NewIndex(topo, topo.Online(), unit.u, cpuset.New())
+			free := fragmented(b, ix)
+			b.Run(unit.name+benchName(map[Unit]string{Thread: "cpus", WholeCore: "cores"}[unit.u], n), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := ix.Exclusive(free, n); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
 func BenchmarkLowestFree256(b *testing.B) {
 	topo := mustTopo(b, node256)
-	ix := NewIndex(topo, topo.Online(), false)
+	ix := NewIndex(topo, topo.Online(), Thread, cpuset.New())
 	free := fragmented(b, ix)
 	for b.Loop() {
 		lowestFree(free, 4)
@@ -75,7 +83,7 @@ func benchName(k string, v int) string { return fmt.Sprintf("%s=%d", k, v) }
 // allocations on whole cores (floor(n/2) complete cores) and on one NUMA node.
 func BenchmarkChurnQuality(b *testing.B) {
 	topo := mustTopo(b, node256)
-	ix := NewIndex(topo, topo.Online(), false)
+	ix := NewIndex(topo, topo.Online(), Thread, cpuset.New())
 	cores := poolCores(topo, ix)
 	for _, alg := range []struct {
 		name string

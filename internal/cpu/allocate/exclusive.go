@@ -16,17 +16,22 @@ func (r Result) Held() Set { return r.CPUs.Union(r.Idled) }
 
 // InsufficientError says why a request cannot be met. The pool name is added by the caller.
 type InsufficientError struct {
-	Requested  int // CPUs asked for
-	Free       int // free CPUs in the pool
-	WholeCores int // whole free cores in the pool
-	NeedCores  int // whole free cores the request needs (singleThreaded), else 0
+	Requested  int  // CPUs asked for
+	Free       int  // free CPUs in the pool
+	WholeCores int  // whole free cores in the pool
+	NeedCores  int  // whole free cores the request needs (core units), else 0
+	Unit       Unit // the pool's unit
 }
 
 func (e *InsufficientError) Error() string {
 	if e.NeedCores > 0 {
-		return fmt.Sprintf("not enough whole free cores: requested=%d CPUs needs %d whole cores (singleThreaded), whole free "+
+		policy := "singleThreaded"
+		if e.Unit == WholeCore {
+			policy = "multiThreaded, a CPU is a whole core"
+		}
+		return fmt.Sprintf("not enough whole free cores: requested=%d CPUs needs %d whole cores (%s), whole free "+
 			"cores=%d, free CPUs=%d",
-			e.Requested, e.NeedCores, e.WholeCores, e.Free)
+			e.Requested, e.NeedCores, policy, e.WholeCores, e.Free)
 	}
 	return fmt.Sprintf("not enough free CPUs: requested=%d, free=%d", e.Requested, e.Free)
 }
@@ -72,7 +77,7 @@ func (sc *scan) groupStats(g group, in func(int) bool) stats {
 // fits reports whether a scope with stats s can hold the request with rule 1 kept.
 func (sc *scan) fits(s stats) bool {
 	switch {
-	case sc.ix.single:
+	case sc.ix.unit != Thread:
 		return s.whole >= sc.k
 	case sc.short:
 		return s.free >= sc.n
@@ -81,7 +86,7 @@ func (sc *scan) fits(s stats) bool {
 	}
 }
 
-// Exclusive picks n CPUs from the free CPUs of the pool. It does not change free; the caller
+// Exclusive picks n units (see Unit) from the free CPUs of the pool. It does not change free; the caller
 // records the Result (Held) as taken.
 func (ix *Index) Exclusive(free Set, n int) (Result, error) {
 	if n <= 0 {
@@ -95,8 +100,8 @@ func (ix *Index) Exclusive(free Set, n int) (Result, error) {
 			whole++
 		}
 	}
-	if ix.single && whole < n {
-		return Result{}, &InsufficientError{Requested: n, Free: total, WholeCores: whole, NeedCores: n}
+	if ix.unit != Thread && whole < n {
+		return Result{}, &InsufficientError{Requested: n, Free: total, WholeCores: whole, NeedCores: n, Unit: ix.unit}
 	}
 	if total < n {
 		return Result{}, &InsufficientError{Requested: n, Free: total, WholeCores: whole}
@@ -115,7 +120,7 @@ func (ix *Index) Exclusive(free Set, n int) (Result, error) {
 
 func (ix *Index) newScan(free Set, n int) *scan {
 	sc := &scan{ix: ix, free: free, n: n, nfree: make([]int, len(ix.cores)), whole: make([]bool, len(ix.cores))}
-	if ix.single {
+	if ix.unit != Thread {
 		sc.k = n
 	} else {
 		sc.k, sc.r = n/ix.threads, n%ix.threads
@@ -128,7 +133,7 @@ func (ix *Index) newScan(free Set, n int) *scan {
 			}
 		}
 		sc.nfree[ci] = f
-		sc.whole[ci] = f == len(c.threads) && (ix.single || f == ix.threads)
+		sc.whole[ci] = f == len(c.threads) && (ix.unit != Thread || f == ix.threads)
 	}
 	return sc
 }
@@ -271,14 +276,13 @@ func (sc *scan) take(order []int) Result {
 		}
 		used[ci] = true
 		t := sc.ix.cores[ci].threads
-		if sc.ix.single {
+		if sc.ix.unit == CoreOneThread {
 			cpus, idled = append(cpus, t[0]), append(idled, t[1:]...)
 		} else {
 			cpus = append(cpus, t...)
 		}
 	}
-	rem := sc.n - len(cpus)
-	if rem > 0 {
+	if rem := sc.n - len(cpus); rem > 0 && sc.ix.unit == Thread {
 		var partial []int
 		fit := -1
 		for _, ci := range order {

@@ -35,17 +35,27 @@ const (
 	noSMT    = "sockets=1,cores=4"
 )
 
+// unitOf is the unit of a singleThreaded (true) or thread-counting multiThreaded pool.
+func unitOf(single bool) Unit {
+	if single {
+		return CoreOneThread
+	}
+	return Thread
+}
+
 func TestExclusive(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		topo   string
-		pool   string // "" = every CPU
-		single bool
-		taken  string
-		n      int
-		cpus   string
-		idled  string
-		err    string
+		name    string
+		topo    string
+		pool    string // "" = every CPU
+		single  bool
+		whole   bool   // WholeCore units (overrides single)
+		primary string // the primary threads
+		taken   string
+		n       int
+		cpus    string
+		idled   string
+		err     string
 	}{
 		{name: "two CPUs take one whole core", topo: dual, n: 2, cpus: "0,8"},
 		{name: "odd request breaks one more core when no core is partly used", topo: dual, n: 3, cpus: "0-1,8"},
@@ -68,6 +78,15 @@ func TestExclusive(t *testing.T) {
 		{name: "only the pool's CPUs", topo: dual, pool: "4-7,12-15", n: 2, cpus: "4,12"},
 		{name: "adjacent siblings", topo: adjacent, n: 2, cpus: "0-1"},
 		{name: "no SMT", topo: noSMT, taken: "1", n: 2, cpus: "0,2"},
+		{name: "whole cores: two units are two cores, every thread", topo: dual, whole: true, n: 2, cpus: "0-1,8-9"},
+		{name: "whole cores pack into the fuller NUMA node", topo: dual, whole: true, taken: "0,4-6", n: 1, cpus: "7,15"},
+		{name: "whole cores refuse broken cores", topo: dual, whole: true, taken: "0-3", n: 5,
+			err: "not enough whole free cores: requested=5 CPUs needs 5 whole cores (multiThreaded, a CPU is a whole core), whole " +
+				"free cores=4, free CPUs=12"},
+		{name: "whole cores of a pool short of siblings", topo: dual, whole: true, pool: "0-3,8-9", n: 3, cpus: "0-2,8-9"},
+		{name: "whole cores without SMT are CPUs", topo: noSMT, whole: true, taken: "1", n: 2, cpus: "0,2"},
+		{name: "singleThreaded gives the primary thread", topo: dual, single: true, primary: "8-9,2", n: 3, cpus: "2,8-9",
+			idled: "0-1,10"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topo := mustTopo(t, tc.topo)
@@ -75,7 +94,11 @@ func TestExclusive(t *testing.T) {
 			if tc.pool != "" {
 				pool = mustSet(t, tc.pool)
 			}
-			ix := NewIndex(topo, pool, tc.single)
+			unit := unitOf(tc.single)
+			if tc.whole {
+				unit = WholeCore
+			}
+			ix := NewIndex(topo, pool, unit, mustSet(t, tc.primary))
 			free := ix.Pool().Difference(SetOf(mustSet(t, tc.taken)))
 			got, err := ix.Exclusive(free, tc.n)
 			if tc.err != "" {

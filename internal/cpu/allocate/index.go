@@ -1,10 +1,15 @@
 // Package allocate chooses exclusive CPUs inside a pool, topology-aware and deterministic.
 //
+// A pool's Unit says what one requested CPU is: a thread (Thread), or a whole core of which
+// the container gets one thread (CoreOneThread, singleThreaded) or every thread (WholeCore,
+// multiThreaded in CPU-Pooler's meaning, where a pool lists physical cores).
+//
 // The rules, in order of priority (compare kubelet's takeByTopologyNUMAPacked):
-//  1. Whole physical cores first. Under multiThreaded a request for N CPUs on a node with T
+//  1. Whole physical cores first. For Thread units a request for N CPUs on a node with T
 //     threads per core takes N/T whole free cores and the N%T rest from one partly used core
-//     (best fit) before it breaks another whole core. Under singleThreaded it takes N whole
-//     cores, gives the container one thread of each and idles the siblings (Result.Idled).
+//     (best fit) before it breaks another whole core. For core units it takes N whole free
+//     cores; under CoreOneThread the container gets one thread of each (the core's primary
+//     thread) and the siblings stay idle for it (Result.Idled).
 //  2. One NUMA node when any node can hold the request with rule 1 kept; else the fewest NUMA
 //     nodes (then the fewest sockets).
 //  3. One L3 group inside that scope when one can hold it; else L3 groups with the most whole
@@ -12,8 +17,8 @@
 //  4. Packed: among candidates that fit, the one with the fewest free CPUs, so large holes stay
 //     for large requests. Ties go to the lowest ID, so the same state gives the same answer.
 //
-// If the pool has fewer whole free cores than rule 1 needs, a multiThreaded request still
-// succeeds on partly used cores (fewest NUMA nodes first); a singleThreaded one is refused.
+// If the pool has fewer whole free cores than rule 1 needs, a Thread request still succeeds
+// on partly used cores (fewest NUMA nodes first); a core request is refused.
 package allocate
 
 import (
@@ -24,11 +29,25 @@ import (
 	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
+// Unit is what one requested CPU of an exclusive pool is, and what a container gets of it.
+type Unit int
+
+const (
+	// Thread is one CPU, whole cores first (multiThreaded, a pool that lists threads).
+	Thread Unit = iota
+	// CoreOneThread is a whole free core: the container gets its primary thread and the
+	// others stay idle for it (singleThreaded).
+	CoreOneThread
+	// WholeCore is a whole free core with all its pool threads (multiThreaded, a pool that
+	// lists physical cores: CPU-Pooler's meaning).
+	WholeCore
+)
+
 // Index is the precomputed layout of one exclusive pool: its cores, grouped by NUMA node and
 // L3 group. Build it once per pool with NewIndex; it is read-only afterwards.
 type Index struct {
 	pool    Set
-	single  bool        // singleThreaded policy
+	unit    Unit
 	threads int         // most pool threads on one core
 	cores   []core      // sorted by core ID
 	coreOf  map[int]int // pool CPU → index into cores
@@ -38,7 +57,7 @@ type Index struct {
 
 type core struct {
 	id       int
-	threads  []int // pool CPUs on this core, ascending
+	threads  []int // pool CPUs on this core: the primary thread, then the others ascending
 	numa, l3 int   // indexes into Index.numas / Index.l3s
 	socket   int
 }
@@ -49,10 +68,11 @@ type group struct {
 	cores  []int // indexes into Index.cores, ascending core ID
 }
 
-// NewIndex indexes the pool CPUs of topo. singleThreaded selects the pool's
-// hyperThreadingPolicy. CPUs of the pool that are not online are left out.
-func NewIndex(topo *topology.Topology, pool cpuset.CPUSet, singleThreaded bool) *Index {
-	ix := &Index{single: singleThreaded, coreOf: map[int]int{}}
+// NewIndex indexes the pool CPUs of topo for requests counted in unit. primary names the
+// thread of each core a CoreOneThread container gets (the pool's devices); a core with none
+// of them gives its lowest pool thread. CPUs of the pool that are not online are left out.
+func NewIndex(topo *topology.Topology, pool cpuset.CPUSet, unit Unit, primary cpuset.CPUSet) *Index {
+	ix := &Index{unit: unit, coreOf: map[int]int{}}
 	byCore := map[int][]int{}
 	for _, id := range pool.List() {
 		c, ok := topo.CPUs[id]
@@ -77,6 +97,13 @@ func NewIndex(topo *topology.Topology, pool cpuset.CPUSet, singleThreaded bool) 
 	var all []int
 	for _, id := range coreIDs {
 		threads := byCore[id]
+		for i, t := range threads {
+			if primary.Contains(t) { // first, the others keep their order
+				copy(threads[1:i+1], threads[:i])
+				threads[0] = t
+				break
+			}
+		}
 		first := topo.CPUs[threads[0]]
 		c := core{id: id, threads: threads, numa: numaIdx[first.NUMA], l3: l3Idx[first.L3], socket: first.Socket}
 		ci := len(ix.cores)
@@ -126,5 +153,19 @@ func (ix *Index) Pool() Set { return ix.pool }
 // ThreadsPerCore is the largest number of pool threads on one core.
 func (ix *Index) ThreadsPerCore() int { return ix.threads }
 
-// SingleThreaded reports the pool's hyperThreadingPolicy.
-func (ix *Index) SingleThreaded() bool { return ix.single }
+// Unit is what one requested CPU of the pool is.
+func (ix *Index) Unit() Unit { return ix.unit }
+
+// SingleThreaded reports whether a container gets one thread of each core (CoreOneThread).
+func (ix *Index) SingleThreaded() bool { return ix.unit == CoreOneThread }
+
+// Cores returns the number of distinct pool cores among cpus.
+func (ix *Index) Cores(cpus Set) int {
+	seen := map[int]bool{}
+	for _, cpu := range cpus.List() {
+		if ci, ok := ix.coreOf[cpu]; ok {
+			seen[ci] = true
+		}
+	}
+	return len(seen)
+}

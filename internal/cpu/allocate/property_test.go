@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
@@ -36,7 +38,8 @@ func poolCores(topo *topology.Topology, ix *Index) []poolCore {
 func factsFor(cores []poolCore, ix *Index, free Set, n int) facts {
 	T := ix.ThreadsPerCore()
 	f := facts{k: n / T, r: n % T}
-	if ix.SingleThreaded() {
+	cores1 := ix.Unit() != Thread // a unit is a core
+	if cores1 {
 		f.k, f.r = n, 0
 	}
 	type numaCount struct{ whole, free int }
@@ -48,14 +51,14 @@ func factsFor(cores []poolCore, ix *Index, free Set, n int) facts {
 		}
 		nfree := threads.Intersection(free).Size()
 		per[numa].free += nfree
-		if nfree == threads.Size() && (ix.SingleThreaded() || nfree == T) {
+		if nfree == threads.Size() && (cores1 || nfree == T) {
 			f.wholeFree++
 			per[numa].whole++
 		}
 	}
 	for _, c := range per {
 		switch {
-		case ix.SingleThreaded():
+		case cores1:
 			f.oneNUMAFit = f.oneNUMAFit || c.whole >= n
 		case f.wholeFree < f.k: // not enough whole cores anywhere: any n free CPUs will do
 			f.oneNUMAFit = f.oneNUMAFit || c.free >= n
@@ -85,6 +88,7 @@ func TestExclusiveProperties(t *testing.T) {
 	for _, tc := range []struct {
 		spec   string
 		single bool
+		whole  bool // WholeCore units
 		pool   string
 	}{
 		{spec: "sockets=2,numa=4,cores=16,threads=2"},
@@ -93,17 +97,23 @@ func TestExclusiveProperties(t *testing.T) {
 		{spec: "sockets=2,cores=8"},
 		{spec: "sockets=2,numa=2,cores=8,threads=4"},
 		{spec: "sockets=2,numa=4,cores=16,threads=2", single: true},
+		{spec: "sockets=2,numa=4,cores=16,threads=2", whole: true},
+		{spec: "sockets=2,numa=2,cores=8,threads=2", whole: true, pool: "2-7,18-23,10-13,26-27"},
 		{spec: "sockets=2,numa=2,cores=8,threads=2", pool: "2-7,18-23,10-13,26-29"},
 		{spec: "sockets=1,numa=2,cores=8,threads=2,offline=3,11"},
 	} {
 		for seed := uint64(1); seed <= 3; seed++ {
-			t.Run(fmt.Sprintf("%s/single=%v/seed=%d", tc.spec, tc.single, seed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/single=%v/whole=%v/seed=%d", tc.spec, tc.single, tc.whole, seed), func(t *testing.T) {
 				topo := mustTopo(t, tc.spec)
 				pool := topo.Online()
 				if tc.pool != "" {
 					pool = mustSet(t, tc.pool)
 				}
-				ix := NewIndex(topo, pool, tc.single)
+				unit := unitOf(tc.single)
+				if tc.whole {
+					unit = WholeCore
+				}
+				ix := NewIndex(topo, pool, unit, cpuset.New())
 				churn(t, topo, ix, rand.New(rand.NewPCG(seed, 42)), 600)
 			})
 		}
@@ -125,20 +135,22 @@ func churn(t *testing.T, topo *topology.Topology, ix *Index, rng *rand.Rand, ste
 		f := factsFor(cores, ix, free, n)
 		got, err := ix.Exclusive(free, n)
 		if err != nil {
-			if (ix.SingleThreaded() && f.wholeFree >= n) || (!ix.SingleThreaded() && free.Size() >= n) {
+			if (ix.Unit() != Thread && f.wholeFree >= n) || (ix.Unit() == Thread && free.Size() >= n) {
 				t.Fatalf("step %d: refused %d CPUs with free %s: %v", step, n, free, err)
 			}
 			continue
 		}
 		held := got.Held()
 		switch {
-		case got.CPUs.Size() != n:
+		case ix.Unit() != WholeCore && got.CPUs.Size() != n:
 			t.Fatalf("step %d: asked %d, got %s", step, n, got.CPUs)
+		case ix.Unit() == WholeCore && (ix.Cores(got.CPUs) != n || !ix.CoreThreads(got.CPUs).IsSubsetOf(got.CPUs)):
+			t.Fatalf("step %d: asked %d whole cores, got %s", step, n, got.CPUs)
 		case !held.IsSubsetOf(free):
 			t.Fatalf("step %d: gave %s, not all free (free %s)", step, held, free)
 		case !held.IsSubsetOf(ix.Pool()):
 			t.Fatalf("step %d: gave %s outside pool %s", step, held, ix.Pool())
-		case f.wholeFree >= f.k && fullCores(cores, ix, held) < f.k:
+		case ix.Unit() != WholeCore && f.wholeFree >= f.k && fullCores(cores, ix, held) < f.k:
 			t.Fatalf("step %d: %d CPUs with %d whole free cores got only %d whole cores: %s (free %s)",
 				step, n, f.wholeFree, fullCores(cores, ix, held), got.CPUs, free)
 		case f.oneNUMAFit && topo.NUMANodesOf(held.CPUSet()).Size() != 1:

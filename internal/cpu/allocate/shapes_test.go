@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
@@ -90,7 +92,7 @@ func TestExclusiveShapes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topo := mustTopo(t, tc.topo)
-			ix := NewIndex(topo, topo.Online(), tc.single)
+			ix := NewIndex(topo, topo.Online(), unitOf(tc.single), cpuset.New())
 			checkExclusive(t, ix, tc.taken, tc.n, tc.cpus, tc.idled)
 		})
 	}
@@ -145,7 +147,7 @@ func TestExclusiveL3SpanningNUMA(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topo := spanningL3(t)
-			checkExclusive(t, NewIndex(topo, topo.Online(), false), tc.taken, tc.n, tc.cpus, "")
+			checkExclusive(t, NewIndex(topo, topo.Online(), Thread, cpuset.New()), tc.taken, tc.n, tc.cpus, "")
 		})
 	}
 }

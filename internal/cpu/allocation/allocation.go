@@ -57,6 +57,18 @@ type Allocation struct {
 	// SharedPool and MilliCPU: the shared-pool share, alone or beside exclusive CPUs.
 	SharedPool string
 	MilliCPU   int64
+	// ExtraPools are the further exclusive pools of a container that asks more than one, as
+	// CPU-Pooler lets it: CPUs and Idled then hold the CPUs of Pool and of each of these.
+	ExtraPools []string
+}
+
+// ExclusivePools returns the exclusive pools whose CPUs the allocation holds: Pool and
+// ExtraPools; none for other types.
+func (a Allocation) ExclusivePools() []string {
+	if a.Type != TypeExclusive {
+		return nil
+	}
+	return append([]string{a.Pool}, a.ExtraPools...)
 }
 
 // Key returns the allocation's container key.
@@ -76,6 +88,7 @@ type allocationJSON struct {
 	Idled     string   `json:"idled,omitempty"`
 	Shared    string   `json:"sharedPool,omitempty"`
 	MilliCPU  int64    `json:"milliCPU,omitempty"`
+	Extra     []string `json:"extraPools,omitempty"`
 }
 
 // MarshalJSON writes CPU sets in their canonical Linux list form.
@@ -83,6 +96,7 @@ func (a Allocation) MarshalJSON() ([]byte, error) {
 	return json.Marshal(allocationJSON{
 		PodUID: a.PodUID, Namespace: a.Namespace, Pod: a.Pod, Container: a.Container,
 		Pool: a.Pool, Type: a.Type, CPUs: a.CPUs.String(), Idled: a.Idled.String(), Shared: a.SharedPool, MilliCPU: a.MilliCPU,
+		Extra: a.ExtraPools,
 	})
 }
 
@@ -101,6 +115,6 @@ func (a *Allocation) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("field idled %q: %w", j.Idled, err)
 	}
 	*a = Allocation{PodUID: j.PodUID, Namespace: j.Namespace, Pod: j.Pod, Container: j.Container,
-		Pool: j.Pool, Type: j.Type, CPUs: cpus, Idled: idled, SharedPool: j.Shared, MilliCPU: j.MilliCPU}
+		Pool: j.Pool, Type: j.Type, CPUs: cpus, Idled: idled, SharedPool: j.Shared, MilliCPU: j.MilliCPU, ExtraPools: j.Extra}
 	return nil
 }

@@ -29,6 +29,28 @@ func TestAllocationJSON(t *testing.T) {
 	if got := back.Held().String(); got != "2-3,50-51" {
 		t.Errorf("Held = %s, want 2-3,50-51", got)
 	}
+	if got := back.ExclusivePools(); len(got) != 1 || got[0] != "exclusive_a" {
+		t.Errorf("ExclusivePools = %v, want [exclusive_a]", got)
+	}
+	two := a
+	two.ExtraPools = []string{"exclusive_b"}
+	b, err = json.Marshal(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(b), `,"extraPools":["exclusive_b"]}`) {
+		t.Errorf("json = %s, want extraPools at the end", b)
+	}
+	var back2 Allocation
+	if err := json.Unmarshal(b, &back2); err != nil {
+		t.Fatal(err)
+	}
+	if got := back2.ExclusivePools(); strings.Join(got, ",") != "exclusive_a,exclusive_b" {
+		t.Errorf("ExclusivePools after a round trip = %v, want [exclusive_a exclusive_b]", got)
+	}
+	if got := (Allocation{Type: TypeShared, Pool: "shared_s", ExtraPools: []string{"x"}}).ExclusivePools(); got != nil {
+		t.Errorf("ExclusivePools of a shared allocation = %v, want none", got)
+	}
 	for _, bad := range []string{`{"cpus":"0-99999"}`, `{"idled":"x"}`} {
 		if err := json.Unmarshal([]byte(bad), &back); err == nil || !strings.Contains(err.Error(), "field") {
 			t.Errorf("Unmarshal(%s) err = %v, want an error naming the field", bad, err)

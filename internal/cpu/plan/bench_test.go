@@ -7,6 +7,7 @@ import (
 
 // node256: 2 sockets, 4 NUMA nodes, 128 cores, 256 CPUs; core c = CPUs {c, c+128}.
 const pools256 = `
+exclusiveCPUs: threads
 pools:
   default: {cpus: "0-3,128-131"}
   shared_s: {cpus: "4-11,132-139"}

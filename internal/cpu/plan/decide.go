@@ -14,10 +14,16 @@ import (
 	"github.com/podfence/podfence/internal/cpu/pools"
 )
 
-// Environment variables that tell the application its CPUs.
+// Environment variables that tell the application its CPUs, as CPU-Pooler sets them.
 const (
 	EnvExclusiveCPUs = "EXCLUSIVE_CPUS"
 	EnvSharedCPUs    = "SHARED_CPUS"
+	// EnvCPUPools names the container's pool types: "exclusive", "shared" or
+	// "exclusive&shared"; unset for a default-pool container.
+	EnvCPUPools = "CPU_POOLS"
+	// EnvContainerName is the container's name, for an exclusive container or one the
+	// process pinning annotation names.
+	EnvContainerName = "CONTAINER_NAME"
 )
 
 // Container is one container to plan.
@@ -30,8 +36,12 @@ type Container struct {
 	Sandbox bool
 	Request Request
 	// ExclusiveCPUs, when set, are exact CPUs chosen elsewhere (the device plugin): used as
-	// given once checked to be free CPUs of the requested exclusive pool.
+	// given once checked to be free CPUs of the requested exclusive pools. An exclusive pool
+	// none of them is in gets the allocator's choice.
 	ExclusiveCPUs cpuset.CPUSet
+	// Pinned says the process pinning annotation names the container (it then gets
+	// CONTAINER_NAME, as CPU-Pooler's webhook gives it).
+	Pinned bool
 }
 
 // Key is the container's state key.
@@ -55,7 +65,11 @@ func (n *Node) Plan(s *Ledger, c Container) (Decision, error) {
 		}
 		return Decision{}, err
 	}
-	return n.decide(a), nil
+	d := n.decide(a)
+	if c.Pinned && d.EnvValue(EnvContainerName) == "" {
+		d.Env = append(d.Env, EnvVar{Name: EnvContainerName, Value: c.Name})
+	}
+	return d, nil
 }
 
 // Allocate plans and, on success, records the allocation in s.
@@ -74,16 +88,21 @@ func refuse(code, format string, args ...any) error {
 	return &Refusal{Code: code, Reason: fmt.Sprintf(format, args...)}
 }
 
-// allocation computes what c would hold.
+// allocation computes what c would hold. A pool of the default type in the request is
+// passed over, as CPU-Pooler does: the container runs on the default pool.
 func (n *Node) allocation(s *Ledger, c Container) (allocation.Allocation, error) {
 	a := allocation.Allocation{PodUID: c.PodUID, Namespace: c.Namespace, Pod: c.Pod, Container: c.Name,
 		Pool: n.Pools.Default.Name, Type: allocation.TypeDefault}
 	if c.Sandbox {
 		return a, nil
 	}
-	var excl int64
+	var excl []string // exclusive pools, sorted
+	units := map[string]int{}
 	for _, name := range c.Request.Pools() {
 		q := c.Request[name]
+		if pools.TypeOf(name) == allocation.TypeDefault {
+			continue
+		}
 		p, ok := n.Pools.Pool(name)
 		if !ok {
 			return a, refuse(CodeUnknownPool, "pool %q (resource %s) does not exist on this node; its pools are %v",
@@ -91,32 +110,55 @@ func (n *Node) allocation(s *Ledger, c Container) (allocation.Allocation, error)
 		}
 		switch p.Type {
 		case allocation.TypeExclusive:
-			if a.Type == allocation.TypeExclusive {
-				return a, refuse(CodeInvalidRequest, "asks for two exclusive pools (%q and %q): a container may use one", a.Pool, name)
-			}
-			if size := resource.NewQuantity(int64(p.CPUs.Size()), resource.DecimalSI); q.Cmp(*size) > 0 {
-				return a, refuse(CodeExclusiveTooLarge, "asks %s=%s, but exclusive pool %q has %d CPUs",
-					pools.ResourceName(name), q.String(), name, p.CPUs.Size())
+			if size := p.Devices.Size(); q.Cmp(*resource.NewQuantity(int64(size), resource.DecimalSI)) > 0 {
+				return a, refuse(CodeExclusiveTooLarge, "asks %s=%s, but exclusive pool %q has %d %s",
+					pools.ResourceName(name), q.String(), name, size, unitNoun(UnitOf(p), size))
 			}
 			if q.MilliValue()%1000 != 0 || q.Sign() <= 0 {
 				return a, refuse(CodeFractionalExclusive,
 					"exclusive pool %q counts whole CPUs: %s=%s is not a whole number above 0 (ask for 1, 2, ...)",
 					name, pools.ResourceName(name), q.String())
 			}
-			a.Pool, a.Type, excl = name, allocation.TypeExclusive, q.Value()
+			excl, units[name] = append(excl, name), int(q.Value())
 		case allocation.TypeShared:
 			if err := n.shareOf(s, &a, name, q); err != nil {
 				return a, err
 			}
 		}
 	}
-	if a.MilliCPU > 0 && a.Type == allocation.TypeDefault {
-		a.Pool, a.Type = a.SharedPool, allocation.TypeShared
+	if len(excl) == 0 {
+		if a.MilliCPU > 0 {
+			a.Pool, a.Type = a.SharedPool, allocation.TypeShared
+		}
+		return a, nil
 	}
-	if a.Type == allocation.TypeExclusive {
-		return a, n.exclusive(s, &a, int(excl), c.ExclusiveCPUs)
+	a.Pool, a.Type, a.ExtraPools, a.CPUs, a.Idled = excl[0], allocation.TypeExclusive, excl[1:], cpuset.New(), cpuset.New()
+	if err := n.checkGiven(a, c.ExclusiveCPUs); err != nil {
+		return a, err
+	}
+	for _, name := range excl {
+		if err := n.exclusive(s, &a, name, units[name], c.ExclusiveCPUs); err != nil {
+			return a, err
+		}
+	}
+	if len(a.ExtraPools) == 0 {
+		a.ExtraPools = nil
 	}
 	return a, nil
+}
+
+// checkGiven checks that the given CPUs are all in a's exclusive pools.
+func (n *Node) checkGiven(a allocation.Allocation, given cpuset.CPUSet) error {
+	in := allocate.Set{}
+	var desc []string
+	for _, name := range a.ExclusivePools() {
+		in = in.Union(n.index[name].Pool())
+		desc = append(desc, fmt.Sprintf("%q (%s)", name, n.index[name].Pool()))
+	}
+	if g := allocate.SetOf(given); !g.IsSubsetOf(in) {
+		return refuse(CodeCPUsUnavailable, "given CPUs %s are not all in exclusive pool %s", given, strings.Join(desc, " or "))
+	}
+	return nil
 }
 
 // shareOf sets the shared-pool share; q counts millicpu (devices of the pool's resource).
@@ -142,37 +184,58 @@ func (n *Node) shareOf(s *Ledger, a *allocation.Allocation, name string, q resou
 	return nil
 }
 
-// exclusive fills a's CPUs: the given ones after checks, else the allocator's choice.
-func (n *Node) exclusive(s *Ledger, a *allocation.Allocation, want int, given cpuset.CPUSet) error {
-	ix, free := n.index[a.Pool], s.free[a.Pool]
-	if given.Size() == 0 {
+// exclusive adds want units of exclusive pool name to a's CPUs: the given CPUs in that pool
+// after checks, else the allocator's choice. Given CPUs of a WholeCore pool stand for their
+// whole cores.
+func (n *Node) exclusive(s *Ledger, a *allocation.Allocation, name string, want int, given cpuset.CPUSet) error {
+	ix, free := n.index[name], s.free[name]
+	mine := allocate.SetOf(given).Intersection(ix.Pool())
+	if mine.Size() == 0 {
 		r, err := ix.Exclusive(free, want)
 		var short *allocate.InsufficientError
 		if errors.As(err, &short) {
-			return refuse(CodeNotEnoughCPUs, "exclusive pool %q: %v", a.Pool, err)
+			return refuse(CodeNotEnoughCPUs, "exclusive pool %q: %v", name, err)
 		}
 		if err != nil {
-			return refuse(CodeInvalidRequest, "exclusive pool %q: %v", a.Pool, err)
+			return refuse(CodeInvalidRequest, "exclusive pool %q: %v", name, err)
 		}
-		a.CPUs, a.Idled = r.CPUs.CPUSet(), r.Idled.CPUSet()
+		a.CPUs, a.Idled = a.CPUs.Union(r.CPUs.CPUSet()), a.Idled.Union(r.Idled.CPUSet())
 		return nil
 	}
-	g := allocate.SetOf(given)
-	switch {
-	case given.Size() != want:
-		return refuse(CodeInvalidRequest, "given CPUs %s are %d, but the container asks %d of pool %q", given, given.Size(), want, a.Pool)
-	case !g.IsSubsetOf(ix.Pool()):
-		return refuse(CodeCPUsUnavailable, "given CPUs %s are not all in exclusive pool %q (%s)", given, a.Pool, ix.Pool())
-	case !g.IsSubsetOf(free):
-		return refuse(CodeCPUsUnavailable, "given CPUs %s of pool %q are held by %s", g.Difference(free), a.Pool, s.holders(g.Difference(free)))
+	if ix.Unit() == allocate.WholeCore {
+		mine = ix.CoreThreads(mine)
 	}
-	a.CPUs = given
-	a.Idled = n.IdledSiblings(a.Pool, given)
-	if held := allocate.SetOf(a.Idled).Difference(free); held.Size() > 0 {
+	cpus := mine.CPUSet()
+	switch got := n.Units(name, cpus); {
+	case got != want:
+		return refuse(CodeInvalidRequest, "given CPUs %s are %d %s, but the container asks %d of pool %q", cpus, got,
+			unitNoun(ix.Unit(), got), want, name)
+	case ix.Unit() == allocate.CoreOneThread && got != cpus.Size():
+		return refuse(CodeInvalidRequest, "given CPUs %s hold two threads of one core, but singleThreaded pool %q gives a "+
+			"container one thread per core", cpus, name)
+	case !mine.IsSubsetOf(free):
+		return refuse(CodeCPUsUnavailable, "given CPUs %s of pool %q are held by %s", mine.Difference(free), name,
+			s.holders(mine.Difference(free)))
+	}
+	idled := n.IdledSiblings(name, cpus)
+	if held := allocate.SetOf(idled).Difference(free); held.Size() > 0 {
 		return refuse(CodeCPUsUnavailable, "given CPUs %s of singleThreaded pool %q share cores with CPUs %s held by %s: "+
-			"a singleThreaded container has its cores to itself", given, a.Pool, held, s.holders(held))
+			"a singleThreaded container has its cores to itself", cpus, name, held, s.holders(held))
 	}
+	a.CPUs, a.Idled = a.CPUs.Union(cpus), a.Idled.Union(idled)
 	return nil
+}
+
+// unitNoun names n of a pool's request unit.
+func unitNoun(u allocate.Unit, n int) string {
+	noun := "physical core"
+	if u == allocate.Thread {
+		noun = "CPU"
+	}
+	if n != 1 {
+		noun += "s"
+	}
+	return noun
 }
 
 // IdledSiblings is what an exclusive allocation of cpus in pool keeps idle beside them: in a

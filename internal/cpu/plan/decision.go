@@ -2,6 +2,7 @@ package plan
 
 import (
 	"encoding/json"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -23,7 +24,8 @@ type Decision struct {
 	Mems cpuset.CPUSet
 	// Shared is the shared pool's CPUs when the container has a share of it.
 	Shared cpuset.CPUSet
-	// Quota and Period are the CFS bandwidth in microseconds; Quota 0 means no limit.
+	// Quota and Period are the CFS bandwidth in microseconds (Policy.CFSQuotas says whose);
+	// Quota 0 means no limit.
 	Quota  int64
 	Period int64
 	// QuotaRaised is true when the share's quota was below MinCFSQuota and was raised to it.
@@ -38,27 +40,64 @@ func (n *Node) Decide(a allocation.Allocation) Decision { return n.decide(a) }
 
 func (n *Node) decide(a allocation.Allocation) Decision {
 	d := Decision{Allocation: a}
+	var pools []string // CPU_POOLS
 	switch a.Type {
 	case allocation.TypeDefault:
 		d.CPUs = n.Pools.Default.CPUs
 	case allocation.TypeExclusive: // without CPUs gone offline since
 		d.CPUs = n.online(a.CPUs)
 		d.Env = append(d.Env, EnvVar{Name: EnvExclusiveCPUs, Value: commaList(d.CPUs)})
+		pools = append(pools, string(allocation.TypeExclusive))
 	}
+	excl := d.CPUs.Size()
+	milli := n.quotaMilli(a, excl)
 	if a.MilliCPU > 0 {
 		p, _ := n.Pools.Pool(a.SharedPool)
-		excl := int64(d.CPUs.Size())
 		d.Shared = p.CPUs
 		d.CPUs = d.CPUs.Union(p.CPUs)
+		d.Env = append(d.Env, EnvVar{Name: EnvSharedCPUs, Value: commaList(p.CPUs)})
+		pools = append(pools, string(allocation.TypeShared))
+	}
+	if milli > 0 {
 		d.Period = n.Policy.CFSPeriod
-		d.Quota = (excl*1000 + a.MilliCPU) * d.Period / 1000
+		d.Quota = milli * d.Period / 1000
 		if d.Quota < MinCFSQuota {
 			d.Quota, d.QuotaRaised = MinCFSQuota, true
 		}
-		d.Env = append(d.Env, EnvVar{Name: EnvSharedCPUs, Value: commaList(p.CPUs)})
+	}
+	if len(pools) > 0 {
+		d.Env = append(d.Env, EnvVar{Name: EnvCPUPools, Value: strings.Join(pools, "&")})
+	}
+	if a.Type == allocation.TypeExclusive {
+		d.Env = append(d.Env, EnvVar{Name: EnvContainerName, Value: a.Container})
 	}
 	d.Mems = n.memsOf(d.CPUs)
 	return d
+}
+
+// quotaMilli is the CFS quota of allocation a in millicpu, 0 for none, by the policy's
+// CFSQuotas; excl is the number of exclusive CPUs the container runs on.
+func (n *Node) quotaMilli(a allocation.Allocation, excl int) int64 {
+	units := int64(0)
+	for _, name := range a.ExclusivePools() {
+		if ix, ok := n.index[name]; ok {
+			units += int64(n.Units(name, a.CPUs.Intersection(ix.Pool().CPUSet().Union(n.Pools.Offline[name]))))
+		}
+	}
+	switch {
+	case units == 0:
+		return a.MilliCPU // shared only (or nothing)
+	case n.Policy.CFSQuotas == QuotasShared:
+		return a.MilliCPU
+	case n.Policy.CFSQuotas == QuotasSum && a.MilliCPU > 0:
+		return int64(excl)*1000 + a.MilliCPU
+	case n.Policy.CFSQuotas == QuotasSum:
+		return 0
+	case a.MilliCPU > 0: // all, with a share: the whole shared pool (its configured size) beside the exclusive units
+		p, _ := n.Pools.Pool(a.SharedPool)
+		return units*1000 + int64(p.CPUs.Size()+n.Pools.Offline[p.Name].Size())*1000
+	}
+	return units*1000 + 100 // all, exclusive only: a margin so that it is not throttled by accident
 }
 
 // online returns the CPUs of cpus that are online.

@@ -2,7 +2,10 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -53,27 +56,33 @@ func (s *Ledger) Add(a allocation.Allocation) error {
 		return err
 	}
 	if a.Type == allocation.TypeExclusive {
-		free, ok := s.free[a.Pool]
-		if !ok {
-			return fmt.Errorf("pool %q is not an exclusive pool of this node (exclusive pools: %v)", a.Pool,
-				s.node.poolNames(allocation.TypeExclusive))
-		}
-		// CPUs gone offline since the allocation stay held (they are in no free set).
-		pool := s.node.index[a.Pool].Pool()
-		offline := allocate.SetOf(s.node.Pools.Offline[a.Pool])
 		held := allocate.SetOf(a.Held())
-		if !held.IsSubsetOf(pool.Union(offline)) {
-			return fmt.Errorf("CPUs %s are not all in pool %q (%s)", a.Held(), a.Pool, pool)
+		within := allocate.Set{} // the pools' CPUs, and those gone offline since the allocation (still held)
+		take := map[string]allocate.Set{}
+		for _, name := range a.ExclusivePools() {
+			free, ok := s.free[name]
+			if !ok {
+				return fmt.Errorf("pool %q is not an exclusive pool of this node (exclusive pools: %v)", name,
+					s.node.poolNames(allocation.TypeExclusive))
+			}
+			pool := s.node.index[name].Pool()
+			within = within.Union(pool).Union(allocate.SetOf(s.node.Pools.Offline[name]))
+			mine := held.Intersection(pool)
+			if !mine.IsSubsetOf(free) {
+				return fmt.Errorf("CPUs %s of pool %q are held by another container (%s)", mine.Difference(free), name,
+					s.holders(mine.Difference(free)))
+			}
+			take[name] = mine
 		}
-		held = held.Intersection(pool)
-		if !held.IsSubsetOf(free) {
-			return fmt.Errorf("CPUs %s of pool %q are held by another container (%s)", held.Difference(free), a.Pool,
-				s.holders(held.Difference(free)))
+		if !held.IsSubsetOf(within) {
+			return fmt.Errorf("CPUs %s are not all in pool %s (%s)", a.Held(), strings.Join(quoted(a.ExclusivePools()), " or "), within)
 		}
 		if err := s.checkShare(a); err != nil {
 			return err // before taking the CPUs: a refused record holds nothing
 		}
-		s.free[a.Pool] = free.Difference(held)
+		for name, mine := range take {
+			s.free[name] = s.free[name].Difference(mine)
+		}
 	} else if err := s.checkShare(a); err != nil {
 		return err
 	}
@@ -106,8 +115,8 @@ func (s *Ledger) Release(k allocation.Key) bool {
 		return false
 	}
 	delete(s.allocs, k)
-	if a.Type == allocation.TypeExclusive {
-		s.free[a.Pool] = s.free[a.Pool].Union(allocate.SetOf(a.Held()).Intersection(s.node.index[a.Pool].Pool()))
+	for _, name := range a.ExclusivePools() {
+		s.free[name] = s.free[name].Union(allocate.SetOf(a.Held()).Intersection(s.node.index[name].Pool()))
 	}
 	s.shared -= a.MilliCPU
 	return true
@@ -155,6 +164,15 @@ func (s *Ledger) Free(pool string) cpuset.CPUSet { return s.free[pool].CPUSet() 
 // SharedUsed is the millicpu granted in the shared pool.
 func (s *Ledger) SharedUsed() int64 { return s.shared }
 
+// quoted quotes each name.
+func quoted(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strconv.Quote(n)
+	}
+	return out
+}
+
 // holders names the containers holding any of cpus, for error messages.
 func (s *Ledger) holders(cpus allocate.Set) string {
 	var names []string
@@ -179,8 +197,16 @@ func (n *Node) checkFields(a allocation.Allocation) error {
 		if a.CPUs.IsEmpty() {
 			return fmt.Errorf("exclusive allocation in pool %q has no CPUs", a.Pool)
 		}
-		if extra := a.Idled.Difference(n.IdledSiblings(a.Pool, a.CPUs)); !extra.IsEmpty() {
-			return fmt.Errorf("idled CPUs %s are not siblings that pool %q keeps idle beside CPUs %s", extra, a.Pool, a.CPUs)
+		idled := cpuset.New()
+		for i, name := range a.ExclusivePools() {
+			if slices.Contains(a.ExclusivePools()[:i], name) {
+				return fmt.Errorf("exclusive pool %q is named twice (pool %q, extraPools %v)", name, a.Pool, a.ExtraPools)
+			}
+			idled = idled.Union(n.IdledSiblings(name, a.CPUs))
+		}
+		if extra := a.Idled.Difference(idled); !extra.IsEmpty() {
+			return fmt.Errorf("idled CPUs %s are not siblings that pool %s keeps idle beside CPUs %s", extra,
+				strings.Join(quoted(a.ExclusivePools()), " or "), a.CPUs)
 		}
 		return nil
 	case allocation.TypeShared:
@@ -194,6 +220,9 @@ func (n *Node) checkFields(a allocation.Allocation) error {
 		}
 	default:
 		return fmt.Errorf("type %q: want %s, %s or %s", a.Type, allocation.TypeExclusive, allocation.TypeShared, allocation.TypeDefault)
+	}
+	if len(a.ExtraPools) > 0 {
+		return fmt.Errorf("%s allocation names extra exclusive pools %v: only exclusive allocations do", a.Type, a.ExtraPools)
 	}
 	if !a.CPUs.IsEmpty() || !a.Idled.IsEmpty() {
 		return fmt.Errorf("%s allocation holds CPUs %s idled %s: only exclusive allocations hold CPUs", a.Type, a.CPUs, a.Idled)

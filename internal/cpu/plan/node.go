@@ -23,10 +23,54 @@ const DefaultCFSPeriod = 100000
 // 100 ms period: 10 millicpu).
 const MinCFSQuota = 1000
 
+// CFSQuotas says which containers get a CFS quota (CPU-Pooler's --cfs-quotas, plus
+// podfence's former rule).
+type CFSQuotas string
+
+const (
+	// QuotasAll is CPU-Pooler's default: a shared container gets its share; an exclusive one
+	// its exclusive units plus 100 millicpu, so that it is not throttled by accident; a
+	// container with both its exclusive units plus the whole shared pool, so that bursts of
+	// its shared threads do not throttle its exclusive ones.
+	QuotasAll CFSQuotas = "all"
+	// QuotasShared is CPU-Pooler's "shared": no quota for an exclusive-only container; a
+	// container with exclusive CPUs and a share is held to its share, as CPU-Pooler does.
+	QuotasShared CFSQuotas = "shared"
+	// QuotasSum is podfence's former rule: no quota for an exclusive-only container; a
+	// container with a share gets its exclusive CPUs plus its share.
+	QuotasSum CFSQuotas = "sum"
+)
+
+// CFSQuotaModes lists the values of CFSQuotas, the default first.
+func CFSQuotaModes() []CFSQuotas { return []CFSQuotas{QuotasAll, QuotasShared, QuotasSum} }
+
+// Set parses a flag value (pflag.Value).
+func (q *CFSQuotas) Set(v string) error {
+	for _, m := range CFSQuotaModes() {
+		if string(m) == v {
+			*q = m
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: want all (CPU-Pooler's default), shared or sum", v)
+}
+
+func (q CFSQuotas) String() string {
+	if q == "" {
+		return string(QuotasAll)
+	}
+	return string(q)
+}
+
+// Type names the flag's value type (pflag.Value).
+func (q *CFSQuotas) Type() string { return "all|shared|sum" }
+
 // Policy holds node-wide planning settings.
 type Policy struct {
-	// CFSPeriod is the CFS period in microseconds for shared-pool quotas (DefaultCFSPeriod if 0).
+	// CFSPeriod is the CFS period in microseconds for quotas (DefaultCFSPeriod if 0).
 	CFSPeriod int64
+	// CFSQuotas says which containers get a quota (QuotasAll if empty).
+	CFSQuotas CFSQuotas
 }
 
 // Node is the static part of planning: what the node is and how it is split. Read-only.
@@ -42,13 +86,49 @@ func NewNode(topo *topology.Topology, pn *pools.Node, pol Policy) *Node {
 	if pol.CFSPeriod <= 0 {
 		pol.CFSPeriod = DefaultCFSPeriod
 	}
+	if pol.CFSQuotas == "" {
+		pol.CFSQuotas = QuotasAll
+	}
 	n := &Node{Topology: topo, Pools: pn, Policy: pol, index: map[string]*allocate.Index{}}
 	for _, p := range pn.Pools {
 		if p.Type == allocation.TypeExclusive {
-			n.index[p.Name] = allocate.NewIndex(topo, p.CPUs, p.HTPolicy == pools.SingleThreaded)
+			n.index[p.Name] = allocate.NewIndex(topo, p.CPUs, UnitOf(p), p.Devices)
 		}
 	}
 	return n
+}
+
+// UnitOf is what one requested CPU of exclusive pool p is.
+func UnitOf(p pools.Pool) allocate.Unit {
+	switch {
+	case p.HTPolicy == pools.SingleThreaded:
+		return allocate.CoreOneThread
+	case p.WholeCores:
+		return allocate.WholeCore
+	}
+	return allocate.Thread
+}
+
+// Units returns how many request units of exclusive pool pool cpus are: their physical cores
+// when a unit is a core (a CPU that is not online counts as a core of its own), else their
+// CPUs; 0 for a pool that is not exclusive. The CPUs need not be the pool's.
+func (n *Node) Units(pool string, cpus cpuset.CPUSet) int {
+	ix, ok := n.index[pool]
+	switch {
+	case !ok:
+		return 0
+	case ix.Unit() == allocate.Thread:
+		return cpus.Size()
+	}
+	cores := map[int]bool{}
+	for _, id := range cpus.UnsortedList() {
+		core := -1 - id // offline: its own
+		if c, ok := n.Topology.CPUs[id]; ok {
+			core = c.Core
+		}
+		cores[core] = true
+	}
+	return len(cores)
 }
 
 // poolNames lists the node's pools of one type (all pools if typ is "").

@@ -15,8 +15,9 @@ import (
 
 // testNode: 2 sockets x 4 cores x 2 threads; core c = CPUs {c, c+8}; NUMA 0 = cores 0-3.
 // default: core 0; shared_s: core 1 (2 CPUs = 2000m); exclusive_m: cores 2-5 (multi);
-// exclusive_st: cores 6-7 (singleThreaded).
+// exclusive_st: cores 6-7 (singleThreaded). A podfence-own config: it lists threads.
 const testPools = `
+exclusiveCPUs: threads
 pools:
   default: {cpus: "0,8"}
   shared_s: {cpus: "1,9"}
@@ -28,8 +29,14 @@ func testNode(t testing.TB) *Node {
 	return nodeOf(t, "sockets=2,numa=2,cores=4,threads=2", testPools)
 }
 
-// nodeOf builds a planning node from a synthetic topology spec and a pool config.
+// nodeOf builds a planning node from a synthetic topology spec and a pool config, with
+// podfence's former CFS quotas (QuotasSum) that the tests below were written for.
 func nodeOf(t testing.TB, spec, poolConfig string) *Node {
+	return nodeWith(t, spec, poolConfig, Policy{CFSQuotas: QuotasSum})
+}
+
+// nodeWith builds a planning node with the given policy.
+func nodeWith(t testing.TB, spec, poolConfig string, pol Policy) *Node {
 	t.Helper()
 	topo, err := topology.Synthetic(spec)
 	if err != nil {
@@ -43,7 +50,7 @@ func nodeOf(t testing.TB, spec, poolConfig string) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewNode(topo, layout, Policy{})
+	return NewNode(topo, layout, pol)
 }
 
 func req(kv ...string) Request {
@@ -131,9 +138,12 @@ func TestPlanRefusals(t *testing.T) {
 		{name: "not enough CPUs", before: []Container{ctr("a", req("exclusive_m", "6"))}, c: ctr("x", req("exclusive_m", "3")),
 			code:   CodeNotEnoughCPUs,
 			reason: `exclusive pool "exclusive_m": not enough free CPUs: requested=3, free=2`},
-		{name: "singleThreaded lacks whole cores", c: ctr("x", req("exclusive_st", "3")), code: CodeNotEnoughCPUs,
-			reason: `exclusive pool "exclusive_st": not enough whole free cores: requested=3 CPUs needs 3 whole cores ` +
-				`(singleThreaded), whole free cores=2, free CPUs=4`},
+		{name: "singleThreaded lacks whole cores", before: []Container{ctr("a", req("exclusive_st", "1"))},
+			c: ctr("x", req("exclusive_st", "2")), code: CodeNotEnoughCPUs,
+			reason: `exclusive pool "exclusive_st": not enough whole free cores: requested=2 CPUs needs 2 whole cores ` +
+				`(singleThreaded), whole free cores=1, free CPUs=2`},
+		{name: "singleThreaded: more than its cores", c: ctr("x", req("exclusive_st", "3")), code: CodeExclusiveTooLarge,
+			reason: `asks podfence.io/exclusive_st=3, but exclusive pool "exclusive_st" has 2 physical cores`},
 		{name: "exclusive zero", c: ctr("x", req("exclusive_m", "0")), code: CodeFractionalExclusive,
 			reason: `exclusive pool "exclusive_m" counts whole CPUs: podfence.io/exclusive_m=0 is not a whole number above 0 (ask ` +
 				`for 1, 2, ...)`},
@@ -150,8 +160,6 @@ func TestPlanRefusals(t *testing.T) {
 		{name: "shared in fractions of a device", c: ctr("x", req("shared_s", "500m")), code: CodeInvalidRequest,
 			reason: `shared pool "shared_s" counts millicpu as a whole number: podfence.io/shared_s=0.5 is not one above 0 (ask 500 ` +
 				`for half a CPU)`},
-		{name: "two exclusive pools", c: ctr("x", req("exclusive_m", "1", "exclusive_st", "1")), code: CodeInvalidRequest,
-			reason: `asks for two exclusive pools ("exclusive_m" and "exclusive_st"): a container may use one`},
 		{name: "given CPUs outside the pool", c: given(ctr("x", req("exclusive_m", "2")), 6, 14), code: CodeCPUsUnavailable,
 			reason: `given CPUs 6,14 are not all in exclusive pool "exclusive_m" (2-5,10-13)`},
 		{name: "given CPUs held by another", before: []Container{given(ctr("a", req("exclusive_m", "2")), 2, 10)},
@@ -162,7 +170,12 @@ func TestPlanRefusals(t *testing.T) {
 			c: given(ctr("x", req("exclusive_m", "3")), 10, 3, 11), code: CodeCPUsUnavailable,
 			reason: `given CPUs 10-11 of pool "exclusive_m" are held by [pod-a/a pod-c/c]`},
 		{name: "given CPUs of the wrong count", c: given(ctr("x", req("exclusive_m", "2")), 2), code: CodeInvalidRequest,
-			reason: `given CPUs 2 are 1, but the container asks 2 of pool "exclusive_m"`},
+			reason: `given CPUs 2 are 1 CPU, but the container asks 2 of pool "exclusive_m"`},
+		{name: "given CPUs of a singleThreaded pool on one core", c: given(ctr("x", req("exclusive_st", "2")), 6, 14),
+			code: CodeInvalidRequest, reason: `given CPUs 6,14 are 1 physical core, but the container asks 2 of pool "exclusive_st"`},
+		{name: "given CPUs of two pools, one outside both", c: given(ctr("x", req("exclusive_m", "1", "exclusive_st", "1")), 2, 0),
+			code: CodeCPUsUnavailable, reason: `given CPUs 0,2 are not all in exclusive pool "exclusive_m" (2-5,10-13) or ` +
+				`"exclusive_st" (6-7,14-15)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := testNode(t)

@@ -2,12 +2,14 @@ package plan
 
 import (
 	"errors"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/cpuset"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/cpu/pools"
 )
 
 // Placed is one planned container of a pod.
@@ -68,7 +70,11 @@ func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
 		uid = ns + "/" + pod.Name
 	}
 	name := ns + "/" + pod.Name
-	reqs, err := ContainerRequests(pod)
+	var configs []*pools.Config
+	if n.Pools.Config != nil {
+		configs = append(configs, n.Pools.Config)
+	}
+	reqs, err := ContainerRequestsIn(pod, pools.Domains(configs...))
 	if err != nil {
 		return nil, &Refusal{Pod: name, Code: CodeInvalidRequest, Reason: err.Error()}
 	}
@@ -114,6 +120,9 @@ func (n *Node) Usage(s *Ledger, placed []Placed) []PoolUsage {
 		}
 		a := p.Decision.Allocation
 		count[a.Pool]++
+		for _, extra := range a.ExtraPools {
+			count[extra]++
+		}
 		if a.SharedPool != "" && a.SharedPool != a.Pool {
 			count[a.SharedPool]++
 		}
@@ -128,9 +137,9 @@ func (n *Node) Usage(s *Ledger, placed []Placed) []PoolUsage {
 		case allocation.TypeExclusive:
 			held := cpuset.New()
 			for _, a := range s.Allocations() {
-				if a.Pool == p.Name {
-					held = held.Union(a.Held())
-					u.Idled += a.Idled.Size()
+				if slices.Contains(a.ExclusivePools(), p.Name) {
+					held = held.Union(a.Held().Intersection(p.CPUs))
+					u.Idled += a.Idled.Intersection(p.CPUs).Size()
 				}
 			}
 			u.Held = held.Size()

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
 )
 
@@ -40,12 +41,19 @@ func (r Request) String() string {
 
 // ContainerRequests reads the pool requests of every container of a pod from its resources
 // (`<domain>/<pool>`, domain podfence.io or nokia.k8s.io). Init containers are included. A
-// resource set in both requests and limits must have the same value there.
+// resource set in both requests and limits must have the same value there. A pool of the
+// default type is left out, as CPU-Pooler leaves it: the container runs on the default pool.
 func ContainerRequests(pod *corev1.Pod) (map[string]Request, error) {
+	return ContainerRequestsIn(pod, pools.Domains())
+}
+
+// ContainerRequestsIn is ContainerRequests for resource names under domains (pools.Domains
+// of the pool configs, with their resourceBaseName).
+func ContainerRequestsIn(pod *corev1.Pod, domains []string) (map[string]Request, error) {
 	out := map[string]Request{}
 	all := append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for _, c := range all {
-		r, err := requestOf(c)
+		r, err := requestOf(c, domains)
 		if err != nil {
 			return nil, fmt.Errorf("container %q: %w", c.Name, err)
 		}
@@ -54,7 +62,7 @@ func ContainerRequests(pod *corev1.Pod) (map[string]Request, error) {
 	return out, nil
 }
 
-func requestOf(c corev1.Container) (Request, error) {
+func requestOf(c corev1.Container, domains []string) (Request, error) {
 	r := Request{}
 	names := map[corev1.ResourceName]bool{}
 	for n := range c.Resources.Limits {
@@ -64,8 +72,8 @@ func requestOf(c corev1.Container) (Request, error) {
 		names[n] = true
 	}
 	for n := range names {
-		pool, ok := pools.ParseResourceName(string(n))
-		if !ok {
+		pool, ok := pools.ParseResourceNameIn(string(n), domains)
+		if !ok || pools.TypeOf(pool) == allocation.TypeDefault {
 			continue
 		}
 		lim, hasLim := c.Resources.Limits[n]

@@ -32,6 +32,9 @@ func (n *Node) WriteText(w io.Writer, rep Report) error {
 	for _, u := range rep.Usage {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Pool, u.Type, u.CPUs, usageText(u))
 	}
+	if unused := n.Pools.Unused; !unused.IsEmpty() {
+		fmt.Fprintf(tw, "(no pool)\t-\t%s\tunused: no container runs there (unpooledCPUs: default gives them to the default pool)\n", unused)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -55,8 +58,12 @@ func (n *Node) WriteText(w io.Writer, rep Report) error {
 }
 
 func poolLabel(a allocation.Allocation) string {
-	if a.Type == allocation.TypeExclusive && a.MilliCPU > 0 {
-		return fmt.Sprintf("%s + %s (%dm)", a.Pool, a.SharedPool, a.MilliCPU)
+	if a.Type == allocation.TypeExclusive {
+		s := strings.Join(a.ExclusivePools(), " + ")
+		if a.MilliCPU > 0 {
+			s += fmt.Sprintf(" + %s (%dm)", a.SharedPool, a.MilliCPU)
+		}
+		return s
 	}
 	if a.Type == allocation.TypeShared {
 		return fmt.Sprintf("%s (%dm)", a.Pool, a.MilliCPU)

@@ -145,13 +145,14 @@ spec:
 		}
 	}
 	want := []string{
-		"a/st setup (init) shared_s (1000m) 1,9 whole pool 0 100000/100000µs SHARED_CPUS=1,9",
-		"a/st solo exclusive_st 6-7 n1: c6{6} c7{7}; idles 14-15 1 - EXCLUSIVE_CPUS=6,7",
-		"a/mix both exclusive_m + shared_s (200m) 1-2,9-10 n0: c2{2,10} 0 220000/100000µs EXCLUSIVE_CPUS=2,10 SHARED_CPUS=1,9",
-		"a/mix share shared_s (500m) 1,9 whole pool 0 50000/100000µs SHARED_CPUS=1,9",
-		"a/mix share2 shared_s (100m) 1,9 whole pool 0 10000/100000µs SHARED_CPUS=1,9",
+		"a/st setup (init) shared_s (1000m) 1,9 whole pool 0 100000/100000µs SHARED_CPUS=1,9 CPU_POOLS=shared",
+		"a/st solo exclusive_st 6-7 n1: c6{6} c7{7}; idles 14-15 1 - EXCLUSIVE_CPUS=6,7 CPU_POOLS=exclusive CONTAINER_NAME=solo",
+		"a/mix both exclusive_m + shared_s (200m) 1-2,9-10 n0: c2{2,10} 0 220000/100000µs EXCLUSIVE_CPUS=2,10 SHARED_CPUS=1,9 " +
+			"CPU_POOLS=exclusive&shared CONTAINER_NAME=both",
+		"a/mix share shared_s (500m) 1,9 whole pool 0 50000/100000µs SHARED_CPUS=1,9 CPU_POOLS=shared",
+		"a/mix share2 shared_s (100m) 1,9 whole pool 0 10000/100000µs SHARED_CPUS=1,9 CPU_POOLS=shared",
 		"a/mix plain default 0,8 whole pool 0 - -",
-		"a/half one exclusive_m 3 n0: c3{3}½ 0 - EXCLUSIVE_CPUS=3",
+		"a/half one exclusive_m 3 n0: c3{3}½ 0 - EXCLUSIVE_CPUS=3 CPU_POOLS=exclusive CONTAINER_NAME=one",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -160,7 +161,8 @@ spec:
 
 // TestWriteTextWarnings: the pool layout's warnings follow the tables, one a line.
 func TestWriteTextWarnings(t *testing.T) {
-	n := nodeOf(t, "sockets=2,numa=2,cores=4,threads=2", strings.Replace(testPools, `default: {cpus: "0,8"}`, `default: {cpus: "0"}`, 1))
+	n := nodeOf(t, "sockets=2,numa=2,cores=4,threads=2", strings.Replace(testPools, `default: {cpus: "0,8"}`, `default: {cpus: "0"}`, 1)+
+		"unpooledCPUs: default\n")
 	if len(n.Pools.Warnings) == 0 {
 		t.Fatal("the layout has no warning")
 	}

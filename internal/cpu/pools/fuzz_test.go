@@ -3,17 +3,25 @@ package pools
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
 // FuzzParse checks that Parse never panics, that what it accepts is a valid config of at
 // most MaxConfigBytes whose CPU sets round-trip through their text form, that every error is a *ConfigError naming the
-// source, and that Resolve on a 64-CPU SMT2 node places every online CPU in exactly one pool.
+// source, and that Resolve on a 64-CPU SMT2 node places every online CPU in exactly one pool
+// or among the unused ones, and gives every exclusive pool devices among its CPUs.
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"testdata/poolconfig-caas.yaml", "testdata/poolconfig-dpdk.yml", "testdata/other.yaml"} {
+	peer, err := filepath.Glob("testdata/cpupooler/*.yaml")
+	if err != nil || len(peer) == 0 {
+		f.Fatalf("CPU-Pooler's configs: %v", err)
+	}
+	for _, name := range append([]string{"testdata/poolconfig-caas.yaml", "testdata/poolconfig-dpdk.yml", "testdata/other.yaml",
+		"testdata/cpupooler/configmap/poolconfig.yaml", "testdata/cpupooler/configmap/poolconfig-controller.yaml"}, peer...) {
 		data, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)
@@ -24,7 +32,8 @@ func FuzzParse(f *testing.F) {
 		"", "pools: {}", "pools: {default: {cpus: 0}}\n---\n", "pools:\n  exclusive_a:\n",
 		`pools: {exclusive_a: {cpus: "0-3,99", hyperThreadingPolicy: singleThreaded}, shared_a: {cpus: 4-7}}`,
 		"pools: {shared_a: {cpus: 0-3,8}}", "pools: {~: {cpus: 1}, 1: {cpus: 2}}", "nodeSelector: {a: yes}",
-		"pools: {a: &x {cpus: 1}, b: *x}", "- 1", "pools: [1]", "pools: {default: {cpus: [1]}}",
+		"pools: {a: &x {cpus: 1}, b: *x}", "resourceBaseName: x.io\nexclusiveCPUs: threads\nunpooledCPUs: default\npools: {e: {cpus: 1}}",
+		"nodeSelectorMatch: all\npools: {exclusive_a: {cpus: \"0,32\", pooltype: shared}}", "- 1", "pools: [1]", "pools: {default: {cpus: [1]}}",
 		`pools: {default: {cpus: "0-2000000"}}`, `pools: {default: {cpus: "0-8191` + strings.Repeat(",0-8191", 5000) + `"}}`,
 		sized(MaxConfigBytes), sized(MaxConfigBytes + 1),
 	} {
@@ -71,8 +80,19 @@ func FuzzParse(f *testing.F) {
 				seen[cpu] = p.Name
 			}
 		}
+		for _, cpu := range node.Unused.List() {
+			if p, dup := seen[cpu]; dup {
+				t.Fatalf("unused CPU %d is in pool %q", cpu, p)
+			}
+			seen[cpu] = "(unused)"
+		}
 		if len(seen) != topo.NumCPUs() {
-			t.Fatalf("pools hold %d CPUs, the node has %d online", len(seen), topo.NumCPUs())
+			t.Fatalf("pools and unused CPUs hold %d CPUs, the node has %d online", len(seen), topo.NumCPUs())
+		}
+		for _, p := range node.Pools {
+			if p.Type == allocation.TypeExclusive && (p.Devices.IsEmpty() != p.CPUs.IsEmpty() || !p.Devices.IsSubsetOf(p.CPUs)) {
+				t.Fatalf("exclusive pool %q: devices %s are not a non-empty part of its CPUs %s", p.Name, p.Devices, p.CPUs)
+			}
 		}
 	})
 }

@@ -17,16 +17,27 @@ import (
 // written (CPU-Pooler uses the same YAML 1.1 decoder); Extra catches unknown fields so that
 // errors can name them.
 type rawConfig struct {
-	Pools        map[string]*rawPool `yaml:"pools"`
-	NodeSelector map[string]string   `yaml:"nodeSelector"`
-	Extra        map[string]any      `yaml:",inline"`
+	Pools            map[string]*rawPool `yaml:"pools"`
+	NodeSelector     map[string]string   `yaml:"nodeSelector"`
+	ResourceBaseName string              `yaml:"resourceBaseName"` // CPU-Pooler's
+	ExclusiveCPUs    string              `yaml:"exclusiveCPUs"`    // podfence's choices
+	UnpooledCPUs     string              `yaml:"unpooledCPUs"`
+	SelectorMatch    string              `yaml:"nodeSelectorMatch"`
+	Extra            map[string]any      `yaml:",inline"`
 }
 
 type rawPool struct {
 	CPUs     string         `yaml:"cpus"`
 	HTPolicy string         `yaml:"hyperThreadingPolicy"`
+	PoolType string         `yaml:"pooltype"` // early CPU-Pooler configs; ignored as CPU-Pooler ignores it
 	Extra    map[string]any `yaml:",inline"`
 }
+
+// The fields a config and a pool may have, for errors about unknown ones.
+const (
+	configFields = "pools, nodeSelector, resourceBaseName, exclusiveCPUs, unpooledCPUs, nodeSelectorMatch"
+	poolFields   = "cpus, hyperThreadingPolicy, pooltype"
+)
 
 // Parse reads one pool config document and validates it (see Config.Validate). source names
 // the input in errors. Unknown fields, duplicate keys, further YAML documents and input over
@@ -44,7 +55,9 @@ func Parse(source string, data []byte) (*Config, error) {
 	if more {
 		return nil, &ConfigError{Source: source, Reason: "holds more than one YAML document (want one pool config per file)"}
 	}
-	cfg := &Config{Source: source, NodeSelector: raw.NodeSelector}
+	cfg := &Config{Source: source, NodeSelector: raw.NodeSelector, ResourceBaseName: raw.ResourceBaseName,
+		ExclusiveCPUs: orDefault(ExclusiveCPUs(raw.ExclusiveCPUs), Cores), UnpooledCPUs: orDefault(UnpooledCPUs(raw.UnpooledCPUs), Unused),
+		SelectorMatch: orDefault(SelectorMatch(raw.SelectorMatch), AnyLabel)}
 	var errs []error
 	unknown := func(pool string, extra map[string]any, allowed string) {
 		for _, field := range sortedKeys(extra) {
@@ -55,13 +68,18 @@ func Parse(source string, data []byte) (*Config, error) {
 			errs = append(errs, &ConfigError{Source: source, Pool: pool, Field: field, Reason: reason})
 		}
 	}
-	unknown("", raw.Extra, "pools, nodeSelector")
+	unknown("", raw.Extra, configFields)
 	for _, name := range sortedKeys(raw.Pools) {
 		rp := raw.Pools[name]
 		if rp == nil { // "name:" with no value
 			rp = &rawPool{}
 		}
-		unknown(name, rp.Extra, "cpus, hyperThreadingPolicy")
+		unknown(name, rp.Extra, poolFields)
+		if rp.PoolType != "" && rp.PoolType != string(TypeOf(name)) {
+			cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("pool %q: pooltype %q is ignored, as CPU-Pooler ignores it: "+
+				"the name makes the pool %s (names starting %q are exclusive, %q shared, any other default)",
+				name, rp.PoolType, TypeOf(name), exclusivePrefix, sharedPrefix))
+		}
 		cpus, err := topology.ParseCPUList(rp.CPUs)
 		if err != nil {
 			errs = append(errs, &ConfigError{Source: source, Pool: name, Field: "cpus", Value: rp.CPUs,
@@ -81,6 +99,14 @@ func Parse(source string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// orDefault is v, or def when v is empty.
+func orDefault[T ~string](v, def T) T {
+	if v == "" {
+		return def
+	}
+	return v
 }
 
 // decodeOne decodes the first YAML document of data into v (an empty input is an empty
@@ -113,8 +139,8 @@ func yamlReason(err error) string {
 		"map[string]string", "nodeSelector (a mapping of node labels to values)",
 		"type pools.rawPool", "the pool",
 		"type pools.rawConfig", "the config",
-		"pools.rawPool", "a pool (a mapping with cpus and hyperThreadingPolicy)",
-		"pools.rawConfig", "a pool config (a mapping with pools and nodeSelector)",
+		"pools.rawPool", "a pool (a mapping with "+poolFields+")",
+		"pools.rawConfig", "a pool config (a mapping with "+configFields+")",
 		"!!seq", "a list", "!!map", "a mapping", "!!str", "a string",
 		"into string", "into a string",
 	)

@@ -2,6 +2,7 @@ package pools
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -26,6 +27,9 @@ func TestParse(t *testing.T) {
 		yaml      string
 		wantPools string
 		wantSel   string
+		// wantConfig is "resourceBaseName exclusiveCPUs unpooledCPUs nodeSelectorMatch warnings";
+		// empty means "- cores unused any".
+		wantConfig string
 	}{{
 		name: "CPU-Pooler example",
 		yaml: string(caas),
@@ -33,6 +37,18 @@ func TestParse(t *testing.T) {
 			"exclusive_caas exclusive 2-5 singleThreaded\n" +
 			"shared_caas shared 6-7 singleThreaded\n",
 		wantSel: "nodeType=caas",
+	}, {
+		name: "CPU-Pooler's fields: resourceBaseName, and pooltype (ignored, warned when it disagrees with the name)",
+		yaml: "resourceBaseName: \"nokia.k8s.io\"\npools:\n  cpupool1: {cpus: \"4,5\", pooltype: \"exclusive\"}\n" +
+			"  sharedpool: {cpus: \"1\", pooltype: \"shared\"}\n",
+		wantPools: "cpupool1 default 4-5 singleThreaded\n" + "sharedpool shared 1 singleThreaded\n",
+		wantConfig: "nokia.k8s.io cores unused any " + `pool "cpupool1": pooltype "exclusive" is ignored, as CPU-Pooler ignores ` +
+			`it: the name makes the pool default (names starting "exclusive" are exclusive, "shared" shared, any other default)`,
+	}, {
+		name:       "podfence's choices",
+		yaml:       "exclusiveCPUs: threads\nunpooledCPUs: default\nnodeSelectorMatch: all\npools: {default: {cpus: 0}}",
+		wantPools:  "default default 0 singleThreaded\n",
+		wantConfig: "- threads default all ",
 	}, {
 		name:      "a single CPU as a YAML number",
 		yaml:      "pools: {exclusive_a: {cpus: 3}}",
@@ -78,6 +94,18 @@ func TestParse(t *testing.T) {
 			}
 			if cfg.Source != "poolconfig-a.yaml" {
 				t.Errorf("source %q", cfg.Source)
+			}
+			want := tt.wantConfig
+			if want == "" {
+				want = "- cores unused any "
+			}
+			domain := cfg.ResourceBaseName
+			if domain == "" {
+				domain = "-"
+			}
+			if got := fmt.Sprintf("%s %s %s %s %s", domain, cfg.ExclusiveCPUs, cfg.UnpooledCPUs, cfg.SelectorMatch,
+				strings.Join(cfg.Warnings, "\n")); got != want {
+				t.Errorf("config:\n%s\nwant:\n%s", got, want)
 			}
 		})
 	}
@@ -149,13 +177,26 @@ func TestParseErrors(t *testing.T) {
 		{name: "no pools: empty mapping", yaml: "pools: {}\nnodeSelector: {nodeType: caas}",
 			want: `pools: no pools defined (want at least one, such as pools: {default: {cpus: "0-1"}})`},
 		{name: "unknown field in a pool", yaml: `pools: {exclusive_a: {cpu: 1}}`,
-			want: `pool "exclusive_a": cpu: unknown field (allowed: cpus, hyperThreadingPolicy)` + "\n" +
+			want: `pool "exclusive_a": cpu: unknown field (allowed: cpus, hyperThreadingPolicy, pooltype)` + "\n" +
 				src + `pool "exclusive_a": cpus: no CPUs (cpus is empty or missing; want a CPU list such as "2-5,8")`},
 		{name: "unquoted CPU list with commas in a flow mapping", yaml: `pools: {shared_a: {cpus: 0-3,8}}`,
-			want: `pool "shared_a": 8: unknown field (allowed: cpus, hyperThreadingPolicy); in {...} a CPU list with commas must be ` +
+			want: `pool "shared_a": 8: unknown field (allowed: cpus, hyperThreadingPolicy, pooltype); in {...} a CPU list with commas must be ` +
 				`quoted, as in {cpus: "0-3,8"}`},
 		{name: "unknown top-level field", yaml: "pools: {default: {cpus: 0}}\nnodeselector: {a: b}",
-			want: `nodeselector: unknown field (allowed: pools, nodeSelector)`},
+			want: `nodeselector: unknown field (allowed: pools, nodeSelector, resourceBaseName, exclusiveCPUs, unpooledCPUs, ` +
+				`nodeSelectorMatch)`},
+		{name: "unknown exclusiveCPUs", yaml: "exclusiveCPUs: physical\npools: {default: {cpus: 0}}",
+			want: `exclusiveCPUs "physical": unknown value (allowed: cores, threads; unset means cores)`},
+		{name: "unknown unpooledCPUs", yaml: "unpooledCPUs: shared\npools: {default: {cpus: 0}}",
+			want: `unpooledCPUs "shared": unknown value (allowed: unused, default; unset means unused)`},
+		{name: "unknown nodeSelectorMatch", yaml: "nodeSelectorMatch: every\npools: {}",
+			want: `nodeSelectorMatch "every": unknown value (allowed: any, all; unset means any)` + "\n" +
+				src + `pools: no pools defined (want at least one, such as pools: {default: {cpus: "0-1"}})`},
+		{name: "resourceBaseName not a domain", yaml: "resourceBaseName: Nokia/k8s\npools: {default: {cpus: 0}}",
+			want: `resourceBaseName "Nokia/k8s": not a domain name: a lowercase RFC 1123 subdomain must consist of lower case ` +
+				`alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex ` +
+				`used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*') (want the domain of the ` +
+				`pools' extended resources, such as nokia.k8s.io)`},
 
 		// YAML.
 		{name: "YAML syntax", yaml: "pools: {default: {cpus: 0}",
@@ -167,15 +208,15 @@ func TestParseErrors(t *testing.T) {
 		{name: "pools is a list", yaml: "pools: [default]",
 			want: `does not match the pool config format: line 1: cannot unmarshal a list into pools (a mapping of pool names to pools)`},
 		{name: "pool is a string", yaml: "pools: {default: 0-1}",
-			want: "does not match the pool config format: line 1: cannot unmarshal a string `0-1` into a pool (a mapping with cpus " +
-				"and hyperThreadingPolicy)"},
+			want: "does not match the pool config format: line 1: cannot unmarshal a string `0-1` into a pool (a mapping with cpus, " +
+				"hyperThreadingPolicy, pooltype)"},
 		{name: "cpus is a list", yaml: "pools: {default: {cpus: [0, 1]}}",
 			want: `does not match the pool config format: line 1: cannot unmarshal a list into a string`},
 		{name: "nodeSelector is a list", yaml: "pools: {default: {cpus: 0}}\nnodeSelector: [a]",
 			want: `does not match the pool config format: line 2: cannot unmarshal a list into nodeSelector (a mapping of node labels to values)`},
 		{name: "the document is a list", yaml: "- pools: {}",
-			want: `does not match the pool config format: line 1: cannot unmarshal a list into a pool config (a mapping with pools ` +
-				`and nodeSelector)`},
+			want: `does not match the pool config format: line 1: cannot unmarshal a list into a pool config (a mapping with pools, ` +
+				`nodeSelector, resourceBaseName, exclusiveCPUs, unpooledCPUs, nodeSelectorMatch)`},
 		{name: "two documents", yaml: "pools: {default: {cpus: 0}}\n---\npools: {default: {cpus: 1}}\n",
 			want: `holds more than one YAML document (want one pool config per file)`},
 		{name: "bad second document", yaml: "pools: {default: {cpus: 0}}\n---\npools: {\n",

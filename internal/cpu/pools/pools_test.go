@@ -30,7 +30,7 @@ func TestTypeOf(t *testing.T) {
 }
 
 func TestNodeLookups(t *testing.T) {
-	cfg := mustParse(t, "poolconfig-a.yaml", "pools: {exclusive_a: {cpus: 2-5}, shared_a: {cpus: 6-7}}")
+	cfg := mustParse(t, "poolconfig-a.yaml", "exclusiveCPUs: threads\npools: {exclusive_a: {cpus: 2-5}, shared_a: {cpus: 6-7}}")
 	node, err := Resolve(cfg, newTopo(t, 4, 2, ""))
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,9 @@
 package pools
 
 import (
-	"errors"
 	"fmt"
+	"slices"
 	"sort"
-	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -12,69 +11,14 @@ import (
 	"github.com/podfence/podfence/internal/cpu/topology"
 )
 
-// Select returns the config whose nodeSelector matches nodeLabels: every selector label must
-// be on the node with the same value (Kubernetes nodeSelector semantics), and an empty
-// selector matches every node. Exactly one config must match.
-func Select(configs []*Config, nodeLabels map[string]string) (*Config, error) {
-	if len(configs) == 0 {
-		return nil, errors.New("no pool configs to select from")
-	}
-	var matched []string
-	var found *Config
-	for _, c := range configs {
-		if selects(c.NodeSelector, nodeLabels) {
-			matched = append(matched, c.Source)
-			found = c
-		}
-	}
-	switch len(matched) {
-	case 1:
-		return found, nil
-	case 0:
-		return nil, noMatch(configs, nodeLabels)
-	}
-	return nil, fmt.Errorf("more than one pool config matches this node: %s (give them nodeSelectors that match different nodes)",
-		strings.Join(matched, ", "))
-}
-
-func selects(selector, labels map[string]string) bool {
-	for k, v := range selector {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
-// noMatch names the node's values of the labels the selectors use, and each selector.
-func noMatch(configs []*Config, labels map[string]string) error {
-	used := map[string]bool{}
-	var wants []string
-	for _, c := range configs {
-		var sel []string
-		for _, k := range sortedKeys(c.NodeSelector) {
-			used[k] = true
-			sel = append(sel, k+"="+c.NodeSelector[k])
-		}
-		wants = append(wants, c.Source+" wants "+strings.Join(sel, ", "))
-	}
-	var have []string
-	for _, k := range sortedKeys(used) {
-		if v, ok := labels[k]; ok {
-			have = append(have, k+"="+v)
-		} else {
-			have = append(have, k+" unset")
-		}
-	}
-	return fmt.Errorf("no pool config matches this node (node labels: %s): %s",
-		strings.Join(have, ", "), strings.Join(wants, "; "))
-}
-
-// Resolve checks cfg against the node's topology and returns the node's pools. Every pool
+// Resolve checks cfg against the node's topology and returns the node's pools. Every listed
 // CPU must be present. A pool with offline CPUs runs degraded on its online ones (Offline
 // lists the others, and a warning says so); it is not refused, so that a node with CPUs
-// taken offline still runs its agent. Online CPUs that no pool names join the default pool
-// (one named "default" is made if cfg declares none), which must not end up empty. A
+// taken offline still runs its agent. Under Cores an exclusive pool also owns the online SMT
+// siblings of its listed CPUs that no other pool lists or owns, and a core it lists twice
+// counts once (a warning says so). Online CPUs no pool owns are Unpooled: they join the
+// default pool under JoinDefault or when cfg declares no default-type pool (one named
+// "default" is made), else they are Unused. The default pool must not end up empty. A
 // warning is added for each exclusive pool that shares physical cores with another pool.
 func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
@@ -84,8 +28,14 @@ func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
 	if err := cfg.checkNode(online.Union(topo.Offline)); err != nil {
 		return nil, err
 	}
-	n := &Node{Source: cfg.Source, Config: cfg, Unpooled: online, Offline: map[string]cpuset.CPUSet{}}
+	n := &Node{Source: cfg.Source, Config: cfg, Offline: map[string]cpuset.CPUSet{}, Unused: cpuset.New(),
+		Warnings: slices.Clone(cfg.Warnings)}
 	n.Default = Pool{Name: DefaultPoolName, CPUs: cpuset.New(), HTPolicy: SingleThreaded}
+	taken := cpuset.New() // listed by any pool, or owned by an earlier one
+	for _, p := range cfg.Pools {
+		taken = taken.Union(p.CPUs)
+	}
+	declared := false
 	for _, p := range cfg.Pools {
 		if off := p.CPUs.Difference(online); !off.IsEmpty() {
 			n.Offline[p.Name] = off
@@ -93,15 +43,34 @@ func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
 			n.Warnings = append(n.Warnings, fmt.Sprintf("pool %q runs degraded: %s offline; it has %s",
 				p.Name, cpusAre(off), orNone(p.CPUs)))
 		}
-		n.Unpooled = n.Unpooled.Difference(p.CPUs)
-		if p.Type = TypeOf(p.Name); p.Type == allocation.TypeDefault {
-			n.Default = p
+		if p.Type = TypeOf(p.Name); p.Type == allocation.TypeExclusive {
+			var warn string
+			p, warn = exclusive(p, cfg.ExclusiveCPUs, topo, taken)
+			if warn != "" {
+				n.Warnings = append(n.Warnings, warn)
+			}
+			taken = taken.Union(p.CPUs)
+		}
+		if p.Type == allocation.TypeDefault {
+			n.Default, declared = p, true
 		} else {
 			n.Pools = append(n.Pools, p)
 		}
 	}
+	n.Unpooled = online.Difference(taken)
+	if cfg.UnpooledCPUs == JoinDefault || !declared {
+		n.Default.CPUs = n.Default.CPUs.Union(n.Unpooled)
+		if !n.Unpooled.IsEmpty() {
+			verb := "are in no pool: they join"
+			if n.Unpooled.Size() == 1 {
+				verb = "is in no pool: it joins"
+			}
+			n.Warnings = append(n.Warnings, fmt.Sprintf("%s %s the default pool %q", cpuNoun(n.Unpooled), verb, n.Default.Name))
+		}
+	} else {
+		n.Unused = n.Unpooled
+	}
 	n.Default.Type = allocation.TypeDefault
-	n.Default.CPUs = n.Default.CPUs.Union(n.Unpooled)
 	if n.Default.CPUs.IsEmpty() {
 		return nil, &ConfigError{Source: cfg.Source, Field: "pools", Reason: fmt.Sprintf(
 			"no CPU is left for the default pool: every online CPU (%s) is in an exclusive or shared pool, "+
@@ -110,16 +79,54 @@ func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
 	}
 	n.Pools = append(n.Pools, n.Default)
 	sort.Slice(n.Pools, func(i, j int) bool { return n.Pools[i].Name < n.Pools[j].Name })
-	if !n.Unpooled.IsEmpty() {
-		verb := "are in no pool: they join"
-		if n.Unpooled.Size() == 1 {
-			verb = "is in no pool: it joins"
-		}
-		n.Warnings = append(n.Warnings, fmt.Sprintf("%s %s the default pool %q",
-			cpuNoun(n.Unpooled), verb, n.Default.Name))
-	}
 	n.Warnings = append(n.Warnings, splitCores(n, topo)...)
 	return n, nil
+}
+
+// exclusive works out what exclusive pool p (its online listed CPUs) owns and its devices.
+// taken holds the CPUs other pools list or own. The warning, if any, names cores listed twice.
+func exclusive(p Pool, meaning ExclusiveCPUs, topo *topology.Topology, taken cpuset.CPUSet) (Pool, string) {
+	first := map[int]int{} // core → its lowest listed (Cores) or pool (Threads) CPU
+	var twice []int
+	for _, cpu := range p.CPUs.List() {
+		core := topo.CPUs[cpu].Core
+		if _, seen := first[core]; seen {
+			twice = append(twice, cpu)
+			continue
+		}
+		first[core] = cpu
+	}
+	var devices []int
+	for _, cpu := range first {
+		devices = append(devices, cpu)
+	}
+	p.Devices = cpuset.New(devices...)
+	if meaning == Threads {
+		if p.HTPolicy == MultiThreaded {
+			p.Devices = p.CPUs
+		}
+		return p, ""
+	}
+	p.WholeCores = p.HTPolicy == MultiThreaded
+	for _, cpu := range p.Devices.List() {
+		p.CPUs = p.CPUs.Union(topo.Siblings(cpu).Difference(taken))
+	}
+	if len(twice) == 0 {
+		return p, ""
+	}
+	return p, fmt.Sprintf("pool %q lists %s of physical cores it already lists (%s): each listed CPU of an exclusive pool stands "+
+		"for its whole core (exclusiveCPUs: cores, CPU-Pooler's meaning), so such a core counts once; list one CPU per core, "+
+		"or set exclusiveCPUs: threads to list threads", p.Name, cpuNoun(cpuset.New(twice...)), p.Devices.Intersection(
+		coresOf(topo, cpuset.New(twice...))))
+}
+
+// coresOf returns the online CPUs of the physical cores of cpus.
+func coresOf(topo *topology.Topology, cpus cpuset.CPUSet) cpuset.CPUSet {
+	out := cpuset.New()
+	for _, cpu := range cpus.List() {
+		out = out.Union(topo.Siblings(cpu))
+	}
+	return out
 }
 
 // splitCores warns about exclusive pools that hold a CPU but not all its online SMT
@@ -133,7 +140,10 @@ func splitCores(n *Node, topo *topology.Topology) []string {
 		cpus, sibs := map[string][]int{}, map[string][]int{} // by the siblings' pool
 		for _, cpu := range p.CPUs.List() {
 			for _, sib := range topo.Siblings(cpu).Difference(p.CPUs).List() {
-				other, _ := n.PoolOf(sib) // every online CPU is in a pool
+				other, ok := n.PoolOf(sib)
+				if !ok { // unused: no container runs there
+					continue
+				}
 				cpus[other.Name] = append(cpus[other.Name], cpu)
 				sibs[other.Name] = append(sibs[other.Name], sib)
 			}

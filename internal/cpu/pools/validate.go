@@ -3,8 +3,10 @@ package pools
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/cpuset"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
@@ -48,19 +50,19 @@ func (e *ConfigError) Error() string {
 
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// Validate checks what can be checked without the node: at least one pool, valid and unique
-// names, non-empty CPU sets, known hyperThreadingPolicy values, no CPU in two pools, at most
-// one shared and one default-type pool. It returns every problem found, as *ConfigError
-// values joined with errors.Join.
+// Validate checks what can be checked without the node: a valid resourceBaseName and known
+// choices, at least one pool, valid and unique names, non-empty CPU sets, known
+// hyperThreadingPolicy values, no CPU in two pools, at most one shared and one default-type
+// pool. It returns every problem found, as *ConfigError values joined with errors.Join.
 func (c *Config) Validate() error {
 	cerr := func(p Pool, field, value, format string, args ...any) error {
 		return &ConfigError{Source: c.Source, Pool: p.Name, Field: field, Value: value, Reason: fmt.Sprintf(format, args...)}
 	}
+	errs := c.validateChoices()
 	if len(c.Pools) == 0 {
-		return &ConfigError{Source: c.Source, Field: "pools",
-			Reason: `no pools defined (want at least one, such as pools: {default: {cpus: "0-1"}})`}
+		return errors.Join(append(errs, &ConfigError{Source: c.Source, Field: "pools",
+			Reason: `no pools defined (want at least one, such as pools: {default: {cpus: "0-1"}})`})...)
 	}
-	var errs []error
 	var shared, deflt string // first pool of each single-instance type
 	seen := map[string]bool{}
 	owner := map[int]string{} // CPU -> the first pool that holds it
@@ -107,6 +109,27 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateChoices checks resourceBaseName and podfence's choices (empty means the default).
+func (c *Config) validateChoices() []error {
+	var errs []error
+	choice := func(field, value string, allowed ...string) {
+		if value != "" && !slices.Contains(allowed, value) {
+			errs = append(errs, &ConfigError{Source: c.Source, Field: field, Value: value, Reason: fmt.Sprintf(
+				"unknown value (allowed: %s; unset means %s)", strings.Join(allowed, ", "), allowed[0])})
+		}
+	}
+	choice("exclusiveCPUs", string(c.ExclusiveCPUs), string(Cores), string(Threads))
+	choice("unpooledCPUs", string(c.UnpooledCPUs), string(Unused), string(JoinDefault))
+	choice("nodeSelectorMatch", string(c.SelectorMatch), string(AnyLabel), string(AllLabels))
+	if d := c.ResourceBaseName; d != "" {
+		if bad := validation.IsDNS1123Subdomain(d); len(bad) > 0 {
+			errs = append(errs, &ConfigError{Source: c.Source, Field: "resourceBaseName", Value: d, Reason: "not a domain name: " +
+				strings.Join(bad, "; ") + " (want the domain of the pools' extended resources, such as " + CPUPoolerDomain + ")"})
+		}
+	}
+	return errs
 }
 
 // checkNode checks every pool's CPUs against the node: each must be present. Offline CPUs

@@ -29,8 +29,11 @@ var (
 	descUnenforced = prometheus.NewDesc("podfence_epc_unenforced_containers",
 		"Containers whose SGX EPC limit annotation is not in force (best-effort policy on a node without support, or a cap found "+
 			"missing).", nil, nil)
+	descYielded = prometheus.NewDesc("podfence_epc_yielded_containers",
+		"Containers with an SGX EPC limit annotation whose misc.max another owner set (an NRI plugin such as nri-plugins sgx-epc, "+
+			"or the runtime): podfence stands aside for them.", nil, nil)
 	descRefused = prometheus.NewDesc("podfence_epc_refused_containers_total",
-		"Containers refused at creation for their SGX EPC limit, by reason: annotation, unsupported, conflict, cgroup.", []string{"reason"}, nil)
+		"Containers refused at creation for their SGX EPC limit, by reason: annotation, unsupported, cgroup.", []string{"reason"}, nil)
 	descReadErrors = prometheus.NewDesc("podfence_epc_read_errors_total",
 		"Failed reads of a container's misc cgroup files during scrapes (containers removed meanwhile are not counted).", nil, nil)
 )
@@ -44,7 +47,7 @@ type collector struct{ x *Extension }
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSupported, descCapacity, descUsage, descCtrUsage, descCtrLimit,
-		descCtrPeak, descCtrEvents, descUnenforced, descRefused, descReadErrors} {
+		descCtrPeak, descCtrEvents, descUnenforced, descYielded, descRefused, descReadErrors} {
 		ch <- d
 	}
 }
@@ -57,7 +60,7 @@ type sample struct {
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	x := c.x
-	samples, unenforced, refused := x.snapshot()
+	samples, counts, refused := x.snapshot()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -66,7 +69,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		supported = 1
 	}
 	gauge(descSupported, supported, x.cap.Layout.Version.String())
-	gauge(descUnenforced, float64(unenforced))
+	gauge(descUnenforced, float64(counts.unenforced))
+	gauge(descYielded, float64(counts.yielded))
 	for reason, n := range refused {
 		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(n), reason)
 	}
@@ -97,16 +101,23 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descReadErrors, prometheus.CounterValue, float64(readErr))
 }
 
+// counts are the tracked containers whose limit is not in force, and those left to
+// another owner of misc.max.
+type counts struct{ unenforced, yielded int }
+
 // snapshot returns the containers to read, one per label set (the newest instance of a
-// restarted container), the count of limits not in force, and the refusals.
-func (x *Extension) snapshot() ([]sample, int, map[string]uint64) {
+// restarted container), the counts, and the refusals.
+func (x *Extension) snapshot() ([]sample, counts, map[string]uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	newest := map[[3]string]*entry{}
-	unenforced := 0
+	var n counts
 	for _, e := range x.ctrs {
-		if e.limit.IsSet() && !e.inForce {
-			unenforced++
+		if e.unenforced() {
+			n.unenforced++
+		}
+		if e.mode == epc.Yielded {
+			n.yielded++
 		}
 		k := [3]string{e.namespace, e.pod, e.container}
 		if e.dir != "" && (newest[k] == nil || e.seq > newest[k].seq) {
@@ -121,7 +132,7 @@ func (x *Extension) snapshot() ([]sample, int, map[string]uint64) {
 	for r, n := range x.refused {
 		refused[r] = n
 	}
-	return out, unenforced, refused
+	return out, n, refused
 }
 
 // usage is a container's misc files at one scrape.

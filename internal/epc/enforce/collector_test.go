@@ -54,6 +54,8 @@ const helpText = `
 # TYPE podfence_epc_unenforced_containers gauge
 # HELP podfence_epc_usage_bytes SGX EPC in use on the node: the root cgroup's misc.current, or on kernels without it the sum over the agent's containers.
 # TYPE podfence_epc_usage_bytes gauge
+# HELP podfence_epc_yielded_containers Containers with an SGX EPC limit annotation whose misc.max another owner set (an NRI plugin such as nri-plugins sgx-epc, or the runtime): podfence stands aside for them.
+# TYPE podfence_epc_yielded_containers gauge
 `
 
 // TestCollector scrapes both captured trees: per-container usage, cap, peak and limit hits,
@@ -75,6 +77,7 @@ podfence_epc_read_errors_total 0
 podfence_epc_supported{cgroup="` + layout + `"} 1
 podfence_epc_unenforced_containers 0
 podfence_epc_usage_bytes 3.145728e+06
+podfence_epc_yielded_containers 0
 `
 			if err := testutil.CollectAndCompare(n.Collector(), strings.NewReader(want)); err != nil {
 				t.Error(err)
@@ -154,7 +157,7 @@ func TestCollectorUnsupported(t *testing.T) {
 		_, err := n.CreateContainer(ctx, pd, ctr("c3", pd, "app", ctrPath), plan.Decision{})
 		refused, running := "", 2 // best effort: p1 (from Synchronize) and p3 run uncapped
 		if p == epc.Strict {
-			refused, running = `# HELP podfence_epc_refused_containers_total Containers refused at creation for their SGX EPC limit, by reason: annotation, unsupported, conflict, cgroup.
+			refused, running = `# HELP podfence_epc_refused_containers_total Containers refused at creation for their SGX EPC limit, by reason: annotation, unsupported, cgroup.
 # TYPE podfence_epc_refused_containers_total counter
 podfence_epc_refused_containers_total{reason="unsupported"} 1
 `, 1
@@ -162,6 +165,7 @@ podfence_epc_refused_containers_total{reason="unsupported"} 1
 		want := helpText + refused + fmt.Sprintf(`podfence_epc_read_errors_total 0
 podfence_epc_supported{cgroup="v1"} 0
 podfence_epc_unenforced_containers %d
+podfence_epc_yielded_containers 0
 `, running)
 		if (err != nil) != (p == epc.Strict) {
 			t.Errorf("%s: create error %v", p, err)

@@ -9,7 +9,12 @@
 //     runtime writes when it creates the container's cgroup. On cgroup v1 the extension
 //     creates the container's misc cgroup at the path the runtime will use and writes
 //     misc.max there at once. A limit the node cannot enforce refuses the container (strict)
-//     or is logged and counted (best-effort).
+//     or is logged and counted (best-effort). A misc.max already in the container's unified
+//     resources (an NRI plugin that ran earlier, such as nri-plugins sgx-epc) is left to its
+//     owner: nothing is set, the container is logged once and counted as yielded. With
+//     ApplyAt start (v2) nothing is claimed here: StartContainer writes the cap, for nodes
+//     where such a plugin runs after the agent (NRI fails a container two plugins set
+//     misc.max for).
 //   - StartContainer checks that the cap is in force; see below.
 //   - RemoveContainer, RemovePodSandbox forget the container and remove the cgroups the
 //     extension created, if the runtime has not. Synchronize rebuilds from the runtime.
@@ -63,6 +68,8 @@ type Config struct {
 	// Root is the cgroupfs mount point ("/sys/fs/cgroup").
 	Root   string
 	Policy epc.Policy
+	// ApplyAt is when a cap is set on cgroup v2 (epc.AtCreate, the zero value, or AtStart).
+	ApplyAt epc.ApplyAt
 	// FS is the cgroupfs; nil means cgroups.OS{}.
 	FS Cgroupfs
 }
@@ -72,6 +79,7 @@ type Extension struct {
 	fs     Cgroupfs
 	log    *slog.Logger
 	policy epc.Policy
+	at     epc.ApplyAt
 	cap    Capability
 
 	// mu guards everything below.
@@ -92,6 +100,9 @@ type entry struct {
 	container  string
 	dir        string // misc cgroup directory; "" if unknown
 	limit      epc.Limit
+	mode       epc.Mode // how the limit is applied
+	yielded    string   // mode Yielded: the misc.max its owner set
+	started    bool     // mode ViaStart: StartContainer has run
 	inForce    bool     // the limit is set and in force
 	created    []string // cgroups the extension made, outermost first
 	unresolved error    // why dir is unknown
@@ -103,10 +114,10 @@ func New(cfg Config, log *slog.Logger) *Extension {
 	if fs == nil {
 		fs = cgroups.OS{}
 	}
-	x := &Extension{fs: fs, log: log, policy: cfg.Policy, cap: Probe(fs, cfg.Root),
+	x := &Extension{fs: fs, log: log, policy: cfg.Policy, at: cfg.ApplyAt, cap: Probe(fs, cfg.Root),
 		ctrs: map[string]*entry{}, refused: map[string]uint64{}}
 	attrs := []any{"root", cfg.Root, "cgroup", x.cap.Layout.Version, "misc", x.cap.MiscRoot,
-		"sgxEPC", x.cap.Node.Supported, "policy", x.policy}
+		"sgxEPC", x.cap.Node.Supported, "policy", x.policy, "applyAt", x.at}
 	if x.cap.Node.Supported {
 		log.Info("epc probe", append(attrs, "capacity", x.cap.Capacity)...)
 	} else {
@@ -121,26 +132,26 @@ func (*Extension) Name() string { return "epc" }
 // Capability returns what the probe found.
 func (x *Extension) Capability() Capability { return x.cap }
 
-// CreateContainer applies the container's limit: a unified misc.max (cgroup v2) or a write
-// to its misc cgroup (v1). An error refuses the container.
+// CreateContainer applies the container's limit: a unified misc.max (cgroup v2), a write to
+// its misc cgroup (v1), or nothing yet (v2, ApplyAt start). It stands aside when misc.max is
+// already in the container's unified resources (an earlier NRI plugin such as nri-plugins
+// sgx-epc, or the runtime): that owner caps the container. An error refuses the container.
 func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container,
 	_ plan.Decision) (*api.ContainerAdjustment, error) {
 	limit, key, err := epc.Resolve(pod.GetAnnotations(), ctr.GetName())
 	if err != nil {
 		return nil, x.refuse("annotation", err)
 	}
-	mode, err := epc.Plan(limit, x.cap.Node, x.policy, ctr.GetLinux().GetResources().GetUnified())
-	if err != nil { // the node lacks support (strict), or misc.max has another owner
-		reason := "conflict"
-		if errors.Is(err, epc.ErrUnsupported) {
-			reason = "unsupported"
-		}
-		return nil, x.refuse(reason, fmt.Errorf("SGX EPC limit %s bytes (annotation %s): %w", limit, key, err))
+	unified := ctr.GetLinux().GetResources().GetUnified()
+	mode, err := epc.Plan(limit, x.cap.Node, x.policy, x.at, unified)
+	if err != nil { // the node lacks support (strict)
+		return nil, x.refuse("unsupported", fmt.Errorf("SGX EPC limit %s bytes (annotation %s): %w", limit, key, err))
 	}
 	if mode == epc.None && !x.cap.Node.Supported {
 		return nil, nil // nothing to enforce, nothing to measure
 	}
 	e := x.newEntry(pod, ctr, limit)
+	e.mode = mode
 	var adj *api.ContainerAdjustment
 	switch mode {
 	case epc.ViaUnified:
@@ -150,19 +161,39 @@ func (x *Extension) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr 
 		if err := x.write(e); err != nil {
 			return nil, x.refuse("cgroup", fmt.Errorf("SGX EPC limit %s bytes (annotation %s): %w", limit, key, err))
 		}
+	case epc.Yielded:
+		e.yielded, _ = epc.SetBy(unified)
+		e.inForce = e.yielded == limit.MiscMax()
 	}
-	e.inForce = mode == epc.ViaUnified || mode == epc.ViaWrite
+	if mode == epc.ViaUnified || mode == epc.ViaWrite {
+		e.inForce = true
+	}
 	x.mu.Lock()
 	x.ctrs[ctr.GetId()] = e
 	x.mu.Unlock()
-	if mode == epc.Unenforced {
+	switch {
+	case mode == epc.Unenforced:
 		x.log.Warn("SGX EPC limit not enforced", "pod", podName(pod), "container", ctr.GetName(), "limit", limit,
 			"annotation", key, "policy", x.policy, "reason", x.cap.Node.Reason)
-	} else if limit.IsSet() {
+	case mode == epc.Yielded:
+		x.logYield(pod, ctr, e, "an NRI plugin that ran earlier, or the runtime")
+	case limit.IsSet():
 		x.log.Info("SGX EPC limit", "pod", podName(pod), "container", ctr.GetName(), "limit", limit,
 			"annotation", key, "via", mode, "cgroup", e.dir)
 	}
 	return adj, nil
+}
+
+// logYield logs, once for the container, that its misc.max is someone else's.
+func (x *Extension) logYield(pod *api.PodSandbox, ctr *api.Container, e *entry, by string) {
+	x.log.Info("SGX EPC limit left to another owner of misc.max", "pod", podName(pod), "container", ctr.GetName(),
+		"setBy", by, "value", e.yielded, "limit", e.limit, "same", e.inForce)
+}
+
+// unenforced reports whether e's limit is podfence's to enforce and is not in force: not a
+// cap left to another owner of misc.max, nor one waiting for StartContainer.
+func (e *entry) unenforced() bool {
+	return e.limit.IsSet() && !e.inForce && e.mode != epc.Yielded && (e.mode != epc.ViaStart || e.started)
 }
 
 // write creates e's misc cgroup (cgroup v1) and sets its cap, undoing the creation if the

@@ -65,9 +65,10 @@ func TestCreateContainer(t *testing.T) {
 		{name: "best effort on a mainline kernel", layout: "v1", edit: mainline, policy: epc.BestEffort,
 			annotations: map[string]string{limit1M: "1Mi"}},
 		{name: "no limit on a mainline kernel", layout: "v2", edit: mainline},
-		{name: "another owner of misc.max", layout: "v2", annotations: map[string]string{limit1M: "1Mi"},
-			unified: map[string]string{"misc.max": "sgx_epc 2048"},
-			wantErr: `epc: SGX EPC limit 1048576 bytes (annotation epc-limit.nri.io/container.app): misc.max is already set to "sgx_epc 2048"`},
+		{name: "another owner of misc.max: stand aside", layout: "v2", annotations: map[string]string{limit1M: "1Mi"},
+			unified: map[string]string{"misc.max": "sgx_epc 2048"}},
+		{name: "another owner of misc.max, v1: stand aside", layout: "v1", annotations: map[string]string{limit1M: "1Mi"},
+			unified: map[string]string{"misc.max": "sgx_epc 2048"}},
 		{name: "bad annotation", layout: "v2", annotations: map[string]string{epc.Annotation: "1 MiB"},
 			wantErr: `epc: annotation epc-limit.nri.io="1 MiB": not a number of bytes: want a whole number of bytes`},
 	} {

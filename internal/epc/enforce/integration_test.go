@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
-	"github.com/containerd/nri/pkg/stub"
 
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
@@ -87,7 +86,6 @@ func TestThroughNRI(t *testing.T) {
 		name, layout string
 		policy       epc.Policy
 		edit         func(root string)
-		otherPlugin  bool // an NRI plugin at index 05 sets misc.max
 		wantUnified  string
 		wantWritten  string // misc.max of the container's v1 cgroup
 		wantErr      string
@@ -98,20 +96,12 @@ func TestThroughNRI(t *testing.T) {
 			wantErr: `pod ns/p1 container "app": epc: SGX EPC limit 1048576 bytes (annotation epc-limit.nri.io/container.app): the ` +
 				`kernel lacks SGX EPC cgroup support: <root>/misc.capacity lists no sgx_epc (it lists sev)`},
 		{name: "v2 mainline best effort", layout: "v2", edit: mainline, policy: epc.BestEffort},
-		{name: "another plugin owns misc.max", layout: "v2", otherPlugin: true,
-			wantErr: `pod ns/p1 container "app": epc: SGX EPC limit 1048576 bytes (annotation epc-limit.nri.io/container.app): ` +
-				`misc.max is already set to "sgx_epc 4096" in the container's unified cgroup resources`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNode(t, tc.layout, tc.policy, tc.edit)
 			rt := newRuntime(t)
-			plugins := 1
-			if tc.otherPlugin {
-				rt.runOther(t)
-				plugins++
-			}
 			rt.runAgent(n.Extension)
-			rt.waitPlugins(plugins)
+			rt.waitPlugins(1)
 
 			p := pod("p1", map[string]string{limit1M: "1Mi"})
 			rpl, err := rt.create(p, ctr("c1", p, "app", ctrPath))
@@ -135,23 +125,4 @@ func TestThroughNRI(t *testing.T) {
 			}
 		})
 	}
-}
-
-// runOther connects a plugin at index 05 (before podfence) that sets misc.max itself.
-func (rt *runtime) runOther(t *testing.T) {
-	s, err := stub.New(otherPlugin{}, stub.WithSocketPath(rt.Socket), stub.WithPluginName("other"), stub.WithPluginIdx("05"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt.serve(s.Run)
-	rt.waitPlugins(1)
-}
-
-type otherPlugin struct{}
-
-func (otherPlugin) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment,
-	[]*api.ContainerUpdate, error) {
-	adj := &api.ContainerAdjustment{}
-	adj.AddLinuxUnified("misc.max", "sgx_epc 4096")
-	return adj, nil, nil
 }

@@ -17,8 +17,9 @@ import (
 // StartContainer checks that an enforced cap is in force now that the container's cgroup
 // exists and its entrypoint has not run: misc.max holds it and, on cgroup v1, the
 // container's pid is in the cgroup. If a later NRI plugin gave the container another
-// cgroups path, the cap is written there first (v1). A failed check marks the limit
-// unenforced and returns why (the agent logs it).
+// cgroups path, the cap is written there first (v1). With ApplyAt start (v2) the cap is
+// written now, unless an NRI plugin that ran after the agent set misc.max: then it stands
+// aside. A failed check marks the limit unenforced and returns why (the agent logs it).
 func (x *Extension) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	x.mu.Lock()
 	e, ok := x.ctrs[ctr.GetId()]
@@ -27,19 +28,57 @@ func (x *Extension) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *
 		cp = *e
 	}
 	x.mu.Unlock()
-	if !ok || !cp.inForce {
+	if !ok || !cp.inForce && cp.mode != epc.ViaStart {
 		return nil
 	}
-	err := x.check(&cp, ctr)
+	var err error
+	if cp.mode == epc.ViaStart {
+		err = x.applyAtStart(&cp, ctr)
+		if cp.mode == epc.Yielded {
+			x.logYield(pod, ctr, &cp, "an NRI plugin that ran after the agent")
+		}
+	} else {
+		err = x.check(&cp, ctr)
+	}
+	switch {
+	case err != nil:
+		cp.inForce = false
+	case cp.mode != epc.Yielded: // a yielded cap is in force if its owner's value is the limit
+		cp.inForce = true
+	}
 	x.mu.Lock()
 	if e, ok := x.ctrs[ctr.GetId()]; ok {
-		e.dir, e.created, e.inForce = cp.dir, cp.created, err == nil
+		e.dir, e.created, e.inForce, e.mode, e.yielded, e.started = cp.dir, cp.created, cp.inForce, cp.mode, cp.yielded, true
 	}
 	x.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("pod %s container %q: SGX EPC limit %s bytes not in force: %w", podName(pod), ctr.GetName(), cp.limit, err)
 	}
 	return nil
+}
+
+// applyAtStart sets e's cap on the started container ctr (ApplyAt start), or stands aside
+// when its misc.max has an owner: the container's final unified resources hold it (a later
+// plugin's adjustment) or its cgroup already has a cap.
+func (x *Extension) applyAtStart(e *entry, ctr *api.Container) error {
+	if v, ok := epc.SetBy(ctr.GetLinux().GetResources().GetUnified()); ok {
+		e.mode, e.yielded, e.inForce = epc.Yielded, v, v == e.limit.MiscMax()
+		return nil
+	}
+	dir, err := x.dirOf(ctr)
+	if err != nil {
+		return fmt.Errorf("find the container's misc cgroup: %w", err)
+	}
+	e.dir = dir
+	if got, err := x.readMax(dir); err == nil && got != cgroups.Max {
+		e.mode, e.yielded = epc.Yielded, epc.Resource+" "+maxText(got)
+		e.inForce = got == e.limit.Bytes()
+		return nil
+	}
+	if err := x.fs.Write(dir, epc.UnifiedKey, e.limit.MiscMax()); err != nil {
+		return fmt.Errorf("set it at StartContainer: %w", err)
+	}
+	return x.check(e, ctr)
 }
 
 // check verifies e's cap on the started container ctr, moving e to ctr's final cgroup.
@@ -154,7 +193,10 @@ func (x *Extension) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs 
 			v, err := x.readMax(e.dir)
 			e.inForce = err == nil && v == limit.Bytes()
 		}
-		if limit.IsSet() && !e.inForce {
+		if other, ok := epc.SetBy(ctr.GetLinux().GetResources().GetUnified()); ok && limit.IsSet() && !e.inForce {
+			e.mode, e.yielded = epc.Yielded, other // another owner's value: not podfence's to report
+		}
+		if limit.IsSet() && !e.inForce && e.mode != epc.Yielded {
 			x.log.Warn("SGX EPC limit not in force on a running container", "pod", podName(pod), "container", ctr.GetName(),
 				"limit", limit, "cgroup", e.dir)
 		}

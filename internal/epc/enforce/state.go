@@ -39,7 +39,7 @@ func (x *Extension) State() any {
 func (x *Extension) Degraded() []nriplugin.Degraded {
 	var out []nriplugin.Degraded
 	for _, e := range x.newest() {
-		if !e.limit.IsSet() || e.inForce {
+		if !e.unenforced() {
 			continue
 		}
 		why := "it was not in force when the container started (see the agent's log)"

@@ -22,8 +22,9 @@ const MaxResponse = 4 << 20
 // Client sends requests to the API server of a Config. Create it with New; it is safe for
 // concurrent use.
 type Client struct {
-	base      string // scheme://host[:port][/prefix], without a trailing slash
-	http      *http.Client
+	base      string       // scheme://host[:port][/prefix], without a trailing slash
+	http      *http.Client // bounded requests (30 s)
+	stream    *http.Client // watches: bounded by their context
 	token     func() (string, error)
 	userAgent string
 }
@@ -51,7 +52,7 @@ func New(cfg Config, userAgent string) (*Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
 	c := &Client{base: strings.TrimSuffix(base.String(), "/"), http: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		userAgent: userAgent, token: func() (string, error) { return cfg.Token, nil }}
+		stream: &http.Client{Transport: tr}, userAgent: userAgent, token: func() (string, error) { return cfg.Token, nil }}
 	if cfg.TokenFile != "" { // re-read: the kubelet rotates projected service-account tokens
 		c.token = func() (string, error) {
 			b, err := os.ReadFile(cfg.TokenFile)
@@ -69,13 +70,27 @@ func New(cfg Config, userAgent string) (*Client, error) {
 // code; err is only for a request that got no answer (or one longer than MaxResponse).
 // Callers check the status, or use Call.
 func (c *Client) Do(ctx context.Context, method, path, contentType string, body []byte) ([]byte, int, error) {
+	req, err := c.request(ctx, method, path, contentType, body)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, 0, err // a *url.Error: `Patch "https://host/path": ...`
+	}
+	defer resp.Body.Close()
+	return readAnswer(method, path, resp)
+}
+
+// request builds a request with the client's headers and a fresh token.
+func (c *Client) request(ctx context.Context, method, path, contentType string, body []byte) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)
@@ -86,16 +101,16 @@ func (c *Client) Do(ctx context.Context, method, path, contentType string, body 
 	}
 	token, err := c.token()
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, 0, err // a *url.Error: `Patch "https://host/path": ...`
-	}
-	defer resp.Body.Close()
+	return req, nil
+}
+
+// readAnswer reads a body of at most MaxResponse bytes.
+func readAnswer(method, path string, resp *http.Response) ([]byte, int, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse+1))
 	if err == nil && len(b) > MaxResponse {
 		err = fmt.Errorf("answer larger than %d bytes", MaxResponse)

@@ -3,9 +3,9 @@
 // kubeconfig file), and an HTTPS client that sends one request at a time (Client).
 //
 // It exists so that the node agent, whose memory budget is tight, needs no client-go: its
-// few calls (Events, the Node's labels) are a POST or a PATCH of a JSON body. Subpackage
-// clientset builds a client-go clientset for commands that need informers; the agent
-// must not import it.
+// few calls (Events, the Node's labels and info) are a POST, a PATCH or a GET of a JSON
+// body, and one watch of its Node (node.go). Subpackage clientset builds a client-go
+// clientset for commands that need informers; the agent must not import it.
 package kubeapi
 
 import (

@@ -39,6 +39,9 @@ func Validate(allocs []allocation.Allocation, online cpuset.CPUSet, poolCPUs map
 		}
 		held := a.Held()
 		pool, configured := poolCPUs[a.Pool]
+		for _, extra := range a.ExtraPools { // a container of several exclusive pools holds CPUs of each
+			pool = pool.Union(poolCPUs[extra])
+		}
 		if !configured {
 			cpus := ""
 			if held.Size() > 0 {

@@ -32,6 +32,11 @@ func TestValidate(t *testing.T) {
 			shared(uid2, "s", "shared_b", 500),
 			{PodUID: uid2, Container: "pause", Pool: "default", Type: allocation.TypeDefault},
 		}},
+		{name: "two exclusive pools fit", allocs: []allocation.Allocation{func() allocation.Allocation {
+			a := exclusive(t, uid1, "a", "exclusive_a", "2,8", "")
+			a.ExtraPools = []string{"shared_b"} // a pool's CPUs count as the record's (the pool's type is the planner's to check)
+			return a
+		}()}},
 		{name: "shared pool missing", allocs: []allocation.Allocation{shared(uid1, "a", "shared_x", 100)},
 			want: []Conflict{{Key: allocation.Key{PodUID: uid1, Container: "a"}, File: fileA,
 				Reason: `pool "shared_x" is not in the pool config: restore the pool config, or drain the node and delete ` + fileA}}},

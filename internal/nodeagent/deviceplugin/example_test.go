@@ -15,11 +15,13 @@ import (
 //	go func() { errs <- dp.Run(ctx) }()
 func ExampleNew() {
 	topo, _ := topology.Synthetic("sockets=1,cores=4,threads=2")
+	// A CPU-Pooler config: exclusive_dp lists physical cores 2 and 3 (with CPUs 6 and 7).
 	cfg, _ := pools.Parse("poolconfig-a.yaml", []byte(`
+resourceBaseName: nokia.k8s.io
 pools:
   default:       {cpus: "0,4"}
   shared_caas:   {cpus: "1,5"}
-  exclusive_dp:  {cpus: "2-3,6-7", hyperThreadingPolicy: multiThreaded}
+  exclusive_dp:  {cpus: "2-3", hyperThreadingPolicy: multiThreaded}
 `))
 	layout, _ := pools.Resolve(cfg, topo)
 	node := plan.NewNode(topo, layout, plan.Policy{})
@@ -33,5 +35,5 @@ pools:
 		return
 	}
 	fmt.Println(dp.Resources())
-	// Output: [podfence.io/exclusive_dp podfence.io/shared_caas]
+	// Output: [nokia.k8s.io/exclusive_dp nokia.k8s.io/shared_caas]
 }

@@ -29,8 +29,9 @@ import (
 const testTopo = "sockets=2,cores=4,threads=2"
 
 // testPools: exclusive_dp has cores 2,3 on NUMA 0 and 4,5,6 on NUMA 1; exclusive_rt is
-// singleThreaded on core 7 (one device, CPU 7).
+// singleThreaded on core 7 (one device, CPU 7). A podfence-own config: it lists threads.
 const testPools = `
+exclusiveCPUs: threads
 pools:
   default:      {cpus: "0,8"}
   shared_caas:  {cpus: "1,9"}

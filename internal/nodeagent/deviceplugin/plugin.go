@@ -2,18 +2,23 @@
 // through the device plugin API v1beta1
 // (https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/).
 //
-// Each exclusive and shared pool is one resource <domain>/<pool> (domain podfence.io, or
-// nokia.k8s.io for CPU-Pooler workloads), served by its own gRPC server on a unix socket
+// Each exclusive and shared pool is one resource <domain>/<pool> (domain: the pool config's
+// resourceBaseName, else Options.Domain: podfence.io by default, or nokia.k8s.io for
+// CPU-Pooler workloads), served by its own gRPC server on a unix socket
 // podfence-<pool>.sock in the kubelet's device-plugin dir and registered with the kubelet at
 // <dir>/kubelet.sock. The default pool is not advertised.
 //
-//   - Exclusive pool: one device per CPU, ID = CPU ID ("12"), with the CPU's NUMA node as
-//     TopologyInfo. Under singleThreaded, one device per physical core (its lowest pool
-//     thread): the container gets that thread and the agent keeps the siblings idle, so the
-//     kubelet's count matches what the pool can hold. GetPreferredAllocation answers with the
-//     allocator's choice (package allocate: whole cores, one NUMA node, packed). Allocate
-//     returns EXCLUSIVE_CPUS=12,13 and the container annotation podfence.io/exclusive-cpus
-//     ("12-13"), which the NRI agent takes as the container's exact CPUs.
+//   - Exclusive pool: one device per request unit (pools.Pool.Devices), ID = CPU ID ("12"),
+//     with the CPU's NUMA node as TopologyInfo. A pool that lists physical cores (CPU-Pooler's
+//     meaning) has one device per listed CPU: under singleThreaded the container gets that
+//     CPU and the agent keeps its siblings idle, under multiThreaded it gets the whole core.
+//     A pool that lists threads has one device per CPU (multiThreaded) or per core, its
+//     lowest thread (singleThreaded). So the kubelet's count matches what the pool can hold.
+//     GetPreferredAllocation answers with the allocator's choice (package allocate: whole
+//     cores, one NUMA node, packed). Allocate returns the container's CPUs in
+//     EXCLUSIVE_CPUS=12,13,52,53 and in the container annotations podfence.io/exclusive-cpus
+//     and podfence.io/exclusive-cpus.<pool> ("12-13,52-53"), which the NRI agent takes as the
+//     container's exact CPUs.
 //   - Shared pool: one device per millicpu, IDs <pool>-0 … <pool>-<1000·CPUs-1>, with the
 //     pool's NUMA node as TopologyInfo when it has one (none when it spans several). Allocate
 //     returns SHARED_CPUS, the pool's CPUs.
@@ -32,10 +37,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/cpuset"
 
@@ -54,9 +60,9 @@ const maxSocketPath = 107
 type Options struct {
 	// Dir is the kubelet's device-plugin dir (pluginapi.DevicePluginPath if empty).
 	Dir string
-	// Domain names the resources <Domain>/<pool>: pools.DefaultDomain (if empty) or
-	// pools.CPUPoolerDomain. One domain only: two resources over the same CPUs would let the
-	// kubelet hand a CPU out twice.
+	// Domain names the resources <Domain>/<pool> of a pool config without resourceBaseName:
+	// pools.DefaultDomain (if empty), pools.CPUPoolerDomain or another domain name. One domain
+	// only: two resources over the same CPUs would let the kubelet hand a CPU out twice.
 	Domain string
 	// Online, if set, is read every PollInterval: devices of CPUs not in it are Unhealthy.
 	Online func() (cpuset.CPUSet, error)
@@ -88,8 +94,9 @@ func New(node *plan.Node, opts Options, log *slog.Logger) (*Plugin, error) {
 	if opts.Domain == "" {
 		opts.Domain = pools.DefaultDomain
 	}
-	if !slices.Contains(pools.Domains(), opts.Domain) {
-		return nil, fmt.Errorf("device plugin resource domain %q: want one of %v", opts.Domain, pools.Domains())
+	if bad := validation.IsDNS1123Subdomain(opts.Domain); len(bad) > 0 {
+		return nil, fmt.Errorf("device plugin resource domain %q: want a domain name such as %s or %s: %s", opts.Domain,
+			pools.DefaultDomain, pools.CPUPoolerDomain, strings.Join(bad, "; "))
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second

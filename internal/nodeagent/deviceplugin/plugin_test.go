@@ -267,8 +267,11 @@ func TestNewErrors(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{name: "domain", opts: Options{Domain: "example.com"},
-			want: `device plugin resource domain "example.com": want one of [podfence.io nokia.k8s.io]`},
+		{name: "domain", opts: Options{Domain: "Example.com/x"},
+			want: `device plugin resource domain "Example.com/x": want a domain name such as podfence.io or nokia.k8s.io: a lowercase ` +
+				`RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an ` +
+				`alphanumeric character (e.g. 'example.com', regex used for validation is ` +
+				`'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 		{name: "long dir", opts: Options{Dir: "/" + strings.Repeat("d", 90)},
 			want: "socket path /" + strings.Repeat("d", 90) + "/podfence-exclusive_dp.sock of podfence.io/exclusive_dp is 118 bytes, " +
 				"over the unix socket limit of 107: use a shorter device plugin dir"},

@@ -13,6 +13,7 @@ import (
 // reloadPools changes testPools: exclusive_dp loses core 6, exclusive_rt goes, exclusive_new
 // (singleThreaded, cores 6 and 7) comes, shared_caas stays.
 const reloadPools = `
+exclusiveCPUs: threads
 pools:
   default:       {cpus: "0,8"}
   shared_caas:   {cpus: "1,9"}

@@ -23,8 +23,10 @@ type resource struct {
 	name      string // <domain>/<pool>
 	pool      pools.Pool
 	exclusive bool
-	cpus      cpuset.CPUSet   // exclusive: the device CPUs (one per core under singleThreaded)
+	cpus      cpuset.CPUSet   // exclusive: the device CPUs (pools.Pool.Devices: one per unit)
+	whole     bool            // exclusive: a device is a whole core, given with all its pool threads
 	index     *allocate.Index // exclusive: layout of the device CPUs, for GetPreferredAllocation
+	owned     *allocate.Index // exclusive: layout of the pool's CPUs, to expand whole-core devices
 	topo      *topology.Topology
 	numaInfo  *pluginapi.TopologyInfo // shared: the pool's NUMA node, nil when it spans several
 
@@ -34,8 +36,12 @@ type resource struct {
 }
 
 // newResources returns a resource for each exclusive and shared pool of node, sorted by pool
-// name, with the online CPUs given; the default pool is not advertised.
+// name, with the online CPUs given; the default pool is not advertised. The domain is the
+// pool config's resourceBaseName, else domain.
 func newResources(node *plan.Node, domain string, online cpuset.CPUSet) []*resource {
+	if cfg := node.Pools.Config; cfg != nil && cfg.ResourceBaseName != "" {
+		domain = cfg.ResourceBaseName
+	}
 	var out []*resource
 	for _, p := range node.Pools.Pools {
 		if p.Type != allocation.TypeExclusive && p.Type != allocation.TypeShared {
@@ -44,30 +50,15 @@ func newResources(node *plan.Node, domain string, online cpuset.CPUSet) []*resou
 		r := &resource{name: domain + "/" + p.Name, pool: p, exclusive: p.Type == allocation.TypeExclusive,
 			topo: node.Topology, online: p.CPUs.Intersection(online), changed: make(chan struct{})}
 		if r.exclusive {
-			r.cpus = deviceCPUs(node.Topology, p)
-			r.index = allocate.NewIndex(node.Topology, r.cpus, false)
+			r.cpus, r.whole = p.Devices, plan.UnitOf(p) == allocate.WholeCore
+			r.index = allocate.NewIndex(node.Topology, r.cpus, allocate.Thread, cpuset.New())
+			r.owned = allocate.NewIndex(node.Topology, p.CPUs, allocate.Thread, cpuset.New())
 		} else if numa := node.Topology.NUMANodesOf(p.CPUs); numa.Size() == 1 {
 			r.numaInfo = topologyInfo(numa.List()[0])
 		}
 		out = append(out, r)
 	}
 	return out
-}
-
-// deviceCPUs returns the CPUs of an exclusive pool that are devices: every CPU under
-// multiThreaded; under singleThreaded the lowest pool thread of each core, as one request
-// unit holds a whole core there (the allocator gives that thread and idles its siblings).
-func deviceCPUs(topo *topology.Topology, p pools.Pool) cpuset.CPUSet {
-	if p.HTPolicy != pools.SingleThreaded {
-		return p.CPUs
-	}
-	var ids []int
-	for _, id := range p.CPUs.List() {
-		if first := topo.Siblings(id).Intersection(p.CPUs).List(); len(first) > 0 && first[0] == id {
-			ids = append(ids, id)
-		}
-	}
-	return cpuset.New(ids...)
 }
 
 func topologyInfo(numa int) *pluginapi.TopologyInfo {
@@ -139,7 +130,8 @@ func (r *resource) wakeLocked() {
 
 // same reports whether o has the same name and devices as r.
 func (r *resource) same(o *resource) bool {
-	return r.name == o.name && r.pool.CPUs.Equals(o.pool.CPUs) && r.pool.HTPolicy == o.pool.HTPolicy
+	return r.name == o.name && r.pool.CPUs.Equals(o.pool.CPUs) && r.pool.HTPolicy == o.pool.HTPolicy &&
+		r.cpus.Equals(o.cpus) && r.whole == o.whole
 }
 
 func (r *resource) sharedID(n int) string { return r.pool.Name + "-" + strconv.Itoa(n) }
@@ -169,7 +161,12 @@ func (r *resource) checkShared(ids []string) error {
 	return nil
 }
 
-// allocate answers the kubelet's Allocate for one container.
+// allocate answers the kubelet's Allocate for one container. An exclusive container gets the
+// devices' CPUs, each with its whole core's pool threads when a device is a whole core, in
+// EXCLUSIVE_CPUS and in the annotations podfence.io/exclusive-cpus (for the agent, which
+// takes the CPUs as given) and podfence.io/exclusive-cpus.<pool> (the same, by pool: the
+// kubelet keeps the first of two plugins' values for one key, as for a container that asks
+// two exclusive pools).
 func (r *resource) allocate(ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("no devices of %s to allocate", r.name)
@@ -184,11 +181,19 @@ func (r *resource) allocate(ids []string) (*pluginapi.ContainerAllocateResponse,
 	if err != nil {
 		return nil, err
 	}
+	if r.whole {
+		cpus = r.owned.CoreThreads(allocate.SetOf(cpus)).CPUSet()
+	}
 	return &pluginapi.ContainerAllocateResponse{
-		Envs:        map[string]string{plan.EnvExclusiveCPUs: commaList(cpus)},
-		Annotations: map[string]string{podapi.AnnotationExclusiveCPUs: cpus.String()},
+		Envs: map[string]string{plan.EnvExclusiveCPUs: commaList(cpus)},
+		Annotations: map[string]string{podapi.AnnotationExclusiveCPUs: cpus.String(),
+			ExclusiveCPUsAnnotation(r.pool.Name): cpus.String()},
 	}, nil
 }
+
+// ExclusiveCPUsAnnotation is the container annotation that holds the CPUs a container got of
+// exclusive pool pool: podfence.io/exclusive-cpus.<pool>.
+func ExclusiveCPUsAnnotation(pool string) string { return podapi.AnnotationExclusiveCPUs + "." + pool }
 
 // commaList renders CPUs as "2,3,50", the form of EXCLUSIVE_CPUS and SHARED_CPUS.
 func commaList(cs cpuset.CPUSet) string {

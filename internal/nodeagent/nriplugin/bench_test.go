@@ -31,6 +31,7 @@ import (
 const (
 	benchTopology = "sockets=2,cores=64,threads=2"
 	benchPools    = `
+exclusiveCPUs: threads
 pools:
   default:     {cpus: "0-3,128-131"}
   shared_s:    {cpus: "4-11,132-139"}

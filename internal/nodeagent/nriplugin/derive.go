@@ -1,6 +1,7 @@
 package nriplugin
 
 import (
+	"context"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -11,15 +12,15 @@ import (
 )
 
 // derive rebuilds what CreateContainer recorded for a live container from the runtime alone:
-// the pool request its annotations carry and the cpuset it runs on. It succeeds only when
-// the settings podfence derives for that allocation are the cpuset the container runs on, so
-// a container that was moved, or placed by a different pool config, is not taken for one of
-// podfence's.
+// the pool request its annotations carry (or its kubelet devices, as Synchronize read them)
+// and the cpuset it runs on. It succeeds only when the settings podfence derives for that
+// allocation are the cpuset the container runs on, so a container that was moved, or placed
+// by a different pool config, is not taken for one of podfence's.
 func (a *Plugin) derive(node *plan.Node, lc liveCtr) (allocation.Allocation, bool) {
 	if !lc.set || lc.cpus.IsEmpty() {
 		return allocation.Allocation{}, false
 	}
-	c, err := a.containerOf(lc.pod, lc.ctr)
+	c, err := a.requestOf(context.Background(), lc.pod, lc.ctr, false)
 	if err != nil {
 		return allocation.Allocation{}, false
 	}
@@ -34,13 +35,17 @@ func (a *Plugin) derive(node *plan.Node, lc liveCtr) (allocation.Allocation, boo
 		size := resource.NewQuantity(int64(p.CPUs.Size()), resource.DecimalSI)
 		switch p.Type {
 		case allocation.TypeExclusive: // CPUs gone offline since are still the container's
-			cpus := lc.cpus.Intersection(p.CPUs.Union(node.Pools.Offline[name]))
-			if al.Type == allocation.TypeExclusive || q.Cmp(*resource.NewQuantity(int64(cpus.Size()), resource.DecimalSI)) != 0 ||
-				!c.ExclusiveCPUs.IsEmpty() && !c.ExclusiveCPUs.Equals(cpus) {
+			mine := p.CPUs.Union(node.Pools.Offline[name])
+			cpus, given := lc.cpus.Intersection(mine), c.ExclusiveCPUs.Intersection(mine)
+			if q.Cmp(*resource.NewQuantity(int64(node.Units(name, cpus)), resource.DecimalSI)) != 0 || !given.IsSubsetOf(cpus) {
 				return allocation.Allocation{}, false
 			}
-			al.Pool, al.Type, al.CPUs = name, allocation.TypeExclusive, cpus
-			al.Idled = node.IdledSiblings(name, cpus)
+			if al.Type == allocation.TypeExclusive { // a further exclusive pool (requests are sorted)
+				al.ExtraPools = append(al.ExtraPools, name)
+			} else {
+				al.Pool, al.Type, al.CPUs, al.Idled = name, allocation.TypeExclusive, cpuset.New(), cpuset.New()
+			}
+			al.CPUs, al.Idled = al.CPUs.Union(cpus), al.Idled.Union(node.IdledSiblings(name, cpus))
 		case allocation.TypeShared:
 			size.Mul(1000)
 			if q.Cmp(*size) > 0 || q.Sign() <= 0 {

@@ -37,7 +37,8 @@ func (a *Plugin) recovered(event string, err *error) {
 }
 
 // RunPodSandbox logs the sandbox's place: the default pool. NRI cannot adjust the sandbox
-// container, and it holds nothing, so nothing is recorded.
+// container, and it holds nothing, so nothing is recorded. The devices the kubelet allocated
+// to a pod without a pool request annotation are read here, for its containers.
 func (a *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
 	defer a.recovered("RunPodSandbox", &err)
 	c := plan.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Sandbox: true}
@@ -46,6 +47,9 @@ func (a *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 	a.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if err := a.kubelet.prefetch(ctx, pod); err != nil { // for its containers (kubelet.go)
+		a.log.Debug("kubelet pod resources not read at RunPodSandbox; its containers ask again", "pod", podName(pod), "err", err)
 	}
 	a.logDecision("RunPodSandbox", pod, nil, d)
 	return a.notify("RunPodSandbox", func(e Extension) (bool, error) {
@@ -62,7 +66,7 @@ func (a *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 func (a *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment,
 	_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("CreateContainer", &err)
-	c, err := a.containerOf(pod, ctr)
+	c, err := a.requestOf(ctx, pod, ctr, true)
 	if err != nil {
 		return nil, nil, a.refused(pod, ctr, err)
 	}
@@ -191,6 +195,7 @@ func (a *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err
 		a.releaseLocked(k)
 	}
 	a.mu.Unlock()
+	a.kubelet.drop(pod.GetUid())
 	a.retryIfDue()
 	for _, al := range freed {
 		a.logRelease(al)

@@ -53,12 +53,21 @@ func (quietNRI) Infof(context.Context, string, ...any)  {}
 func (quietNRI) Warnf(context.Context, string, ...any)  {}
 func (quietNRI) Errorf(context.Context, string, ...any) {}
 
-// newNode builds a planner node from a synthetic topology and a pool config.
+// newNode builds a planner node from a synthetic topology and a pool config. The tests' pool
+// configs are podfence's own: they list threads and give unpooled CPUs to the default pool
+// (exclusiveCPUs: threads, unpooledCPUs: default, unless they say otherwise), and the tests
+// expect podfence's former CFS quotas (plan.QuotasSum).
 func newNode(tb testing.TB, topo, poolYAML string) *plan.Node {
 	tb.Helper()
 	t, err := topology.Synthetic(topo)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if !strings.Contains(poolYAML, "exclusiveCPUs:") {
+		poolYAML = "exclusiveCPUs: threads\n" + poolYAML
+	}
+	if !strings.Contains(poolYAML, "unpooledCPUs:") {
+		poolYAML = "unpooledCPUs: default\n" + poolYAML
 	}
 	cfg, err := pools.Parse("test pools", []byte(poolYAML))
 	if err != nil {
@@ -68,7 +77,7 @@ func newNode(tb testing.TB, topo, poolYAML string) *plan.Node {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return plan.NewNode(t, layout, plan.Policy{})
+	return plan.NewNode(t, layout, plan.Policy{CFSQuotas: plan.QuotasSum})
 }
 
 // testLogger logs to the test log, or nowhere for benchmarks.

@@ -6,14 +6,15 @@
 // Per event:
 //   - Synchronize: rebuild the state from the runtime's containers and the checkpoint;
 //     containers keep the CPUs they run on, and none is ever updated.
-//   - CreateContainer: plan the container (see podapi.AnnotationCPUPools, podapi.AnnotationExclusiveCPUs)
-//     and return cpuset.cpus, cpuset.mems, the CFS quota/period of a shared-pool share, and
+//   - CreateContainer: plan the container (see podapi.AnnotationCPUPools, podapi.AnnotationExclusiveCPUs,
+//     and for pods without the first, the kubelet's devices: kubelet.go) and return cpuset.cpus, cpuset.mems, the CFS quota/period of a shared-pool share, and
 //     EXCLUSIVE_CPUS / SHARED_CPUS.
 //   - UpdateContainer: a resource update that would change what podfence set is answered
 //     with podfence's values.
 //   - StopContainer, RemoveContainer, RemovePodSandbox: release.
 //
-// Handlers do bounded in-memory work under one mutex. The checkpoint is written by one
+// Handlers do bounded in-memory work under one mutex; the one call out, to the kubelet, is
+// made outside it, bounded, and once per pod. The checkpoint is written by one
 // background goroutine, so no CreateContainer waits for an fsync.
 package nriplugin
 
@@ -22,6 +23,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
@@ -45,6 +47,11 @@ type Options struct {
 	// pool config read at start when the layout last in force (the one the running
 	// containers were placed by, New's node) differs from it.
 	Next *plan.Node
+	// PodResources, if set, is the kubelet's pod resources API: containers of pods without a
+	// pool request annotation get the pools of their devices there (kubelet.go), each call
+	// bounded by PodResourcesTimeout (0: DefaultPodResourcesTimeout).
+	PodResources        PodResources
+	PodResourcesTimeout time.Duration
 }
 
 // Plugin is the NRI plugin: it decides each container's CPUs and keeps the ledger of what is
@@ -57,7 +64,8 @@ type Plugin struct {
 	store    Checkpoint
 	persist  *persister
 	onLayout func(*plan.Node)
-	next     *plan.Node // Options.Next until the first Synchronize
+	next     *plan.Node      // Options.Next until the first Synchronize
+	kubelet  *kubeletDevices // nil without Options.PodResources
 
 	// mu guards everything below. Invariant: every key in hold holds an allocation in state.
 	mu       sync.Mutex
@@ -77,6 +85,7 @@ func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Plugin
 		exts:     opts.Extensions,
 		onLayout: opts.LayoutChanged,
 		next:     opts.Next,
+		kubelet:  newKubeletDevices(opts.PodResources, opts.PodResourcesTimeout),
 		store:    cp,
 		persist:  newPersister(cp, log),
 		state:    plan.NewLedger(node),

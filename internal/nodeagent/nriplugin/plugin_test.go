@@ -104,11 +104,11 @@ func TestRefusals(t *testing.T) {
 		{name: "CPU list typo", ctrAnn: exclusiveCPUs("4-x"),
 			wantErr: []string{`annotation podfence.io/exclusive-cpus="4-x"`, `want a non-empty Linux CPU list such as "4-5,12"`}},
 		{name: "CPUs outside exclusive pools", ctrAnn: exclusiveCPUs("0-1"),
-			wantErr: []string{`podfence.io/exclusive-cpus="0-1"`, "not all in one exclusive pool", "exclusive_a (2-3,10-11)"}},
+			wantErr: []string{`podfence.io/exclusive-cpus="0-1"`, "CPUs 0-1 are in no exclusive pool", "exclusive_a (2-3,10-11)"}},
 		{name: "CPUs held by another container", ctrAnn: exclusiveCPUs("4-5"),
 			wantErr: []string{"CPUsUnavailable", "4", "holder/app"}},
 		{name: "device plugin and pool request disagree", podAnn: poolReq(`{"app": {"exclusive_a": 1}}`), ctrAnn: exclusiveCPUs("5"),
-			wantErr: []string{`CPUs 5 are in pool "exclusive_b"`, `asks pool "exclusive_a"`}},
+			wantErr: []string{`CPUs 5 are in pool "exclusive_b"`, `does not ask pool "exclusive_b"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(ar.Allocations())

@@ -38,6 +38,9 @@ func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		}
 		known = recs
 	}
+	if err := a.kubelet.refresh(ctx, pods); err != nil { // for derive; it does without
+		a.log.Warn("containers of pods without a pool request annotation are rebuilt without their kubelet devices", "err", err)
+	}
 	next, hold, rep := a.rebuild(known, pods, ctrs)
 
 	a.mu.Lock()
@@ -93,7 +96,7 @@ type claim struct {
 
 // rebuild computes the new state. What a live container holds is, in order of trust:
 //  1. derived from the runtime alone: its pool request (the same annotations CreateContainer
-//     read) and the cpuset it runs on, when these agree with what podfence would have set.
+//     read, and the kubelet's devices as Synchronize read them) and the cpuset it runs on, when these agree with what podfence would have set.
 //     This gives back every field CreateContainer recorded, for every pool type, so a lost
 //     or lagging checkpoint loses nothing; a record that disagrees is replaced.
 //  2. its checkpoint record, when the container runs where the record says;

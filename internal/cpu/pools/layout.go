@@ -1,0 +1,33 @@
+package pools
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/podfence/podfence/internal/cpu/allocation"
+)
+
+// ConfigText writes the resolved layout as a pool config that resolves to the same layout on
+// the same node (the agent's record of the layout in force): its resourceBaseName and
+// exclusiveCPUs; each pool with the CPUs it lists (an exclusive pool under Cores: its
+// devices, which stand for their cores) and its policy; the default pool with every CPU it
+// holds, so that unpooled CPUs that joined it are listed and the others stay unused.
+func (n *Node) ConfigText() string {
+	var b strings.Builder
+	meaning := Cores
+	if n.Config != nil {
+		if n.Config.ResourceBaseName != "" {
+			fmt.Fprintf(&b, "resourceBaseName: %s\n", n.Config.ResourceBaseName)
+		}
+		meaning = orDefault(n.Config.ExclusiveCPUs, Cores)
+	}
+	fmt.Fprintf(&b, "exclusiveCPUs: %s\nunpooledCPUs: %s\npools:\n", meaning, Unused)
+	for _, p := range n.Pools {
+		cpus := p.CPUs
+		if meaning == Cores && p.Type == allocation.TypeExclusive {
+			cpus = p.Devices
+		}
+		fmt.Fprintf(&b, "  %s: {cpus: %q, hyperThreadingPolicy: %s}\n", p.Name, cpus.String(), p.HTPolicy)
+	}
+	return b.String()
+}
