@@ -20,6 +20,8 @@
 #   PODFENCE_E2E_LOG_LEVEL            containerd log level (default info)
 #   PODFENCE_E2E_NRI_REQUEST_TIMEOUT  NRI plugin_request_timeout (default 5s)
 #   PODFENCE_E2E_NRI_REGISTRATION_TIMEOUT  NRI plugin_registration_timeout (default 5s)
+#   PODFENCE_E2E_REGISTRIES           registries on loopback (127.0.0.1:PORT ...) pulled from in plain
+#                                     HTTP (a hosts.toml each under <work>/certs.d)
 #   PODFENCE_E2E_KEEP=1               stop keeps root/state (for post-mortems)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -92,6 +94,8 @@ disabled_plugins = [
 
   [plugins.'io.containerd.cri.v1.images']
     snapshotter = 'overlayfs'
+    [plugins.'io.containerd.cri.v1.images'.registry]
+      config_path = '$PF_WORK/certs.d'
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
       sandbox = '$PF_PAUSE_IMAGE'
 
@@ -116,6 +120,16 @@ EOF
           Root = '$RUNC_ROOT'
           SystemdCgroup = false
 EOF
+	done
+
+	# Plain HTTP to the loopback registries an e2e serves its images from.
+	local reg
+	for reg in ${PODFENCE_E2E_REGISTRIES:-}; do
+		[[ $reg =~ ^(127\.0\.0\.1|localhost):[0-9]+$ ]] ||
+			pf_die "PODFENCE_E2E_REGISTRIES: $reg: want 127.0.0.1:PORT or localhost:PORT (a registry on loopback)"
+		mkdir -p "$PF_WORK/certs.d/$reg"
+		printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$reg" "$reg" \
+			>"$PF_WORK/certs.d/$reg/hosts.toml"
 	done
 
 	cat >"$PF_CRICTL_CONFIG" <<EOF
@@ -237,7 +251,7 @@ do_stop() {
 	rm -f "$PF_CONTAINERD_PID"
 	cleanup_leftovers
 	if [[ ${PODFENCE_E2E_KEEP:-0} != 1 && -d $PF_WORK ]]; then
-		rm -rf "${PF_WORK:?}"/{root,state,tmp,runc,s,opt,nri,cni,cdi,image-verifier}
+		rm -rf "${PF_WORK:?}"/{root,state,tmp,runc,s,opt,nri,cni,cdi,image-verifier,certs.d}
 		rm -f "$PF_CONTAINERD_SOCK" "$PF_CONTAINERD_SOCK.ttrpc" "$PF_NRI_SOCK"
 	fi
 	pf_log "containerd stopped, cleaned up in $(pf_elapsed "$t0")s"

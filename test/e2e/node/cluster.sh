@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # A one-node Kubernetes control plane and kubelet on loopback, for test/e2e/node/run.sh (its
-# setup steps are cluster-setup.sh). Sourced after lib.sh and test/e2e/checks.sh; uses
+# setup steps are cluster-setup.sh; the node's mount namespace and network node.sh's).
+# Sourced after lib.sh and test/e2e/checks.sh; uses
 #   RUN    the run's temp dir (PKI, configs, data, logs)
 #   NODE   the node name;  API_PORT ETCD_PORT KUBELET_PORT KUBELET_HEALTHZ_PORT
 # Every process is a child of the calling shell: bg_start records it in BG_PID[name],
@@ -152,7 +153,8 @@ apiserver_start() {
 		--kubelet-client-certificate "$p/apiserver-kubelet-client.crt" \
 		--kubelet-client-key "$p/apiserver-kubelet-client.key" \
 		--kubelet-certificate-authority "$p/ca.crt" --kubelet-preferred-address-types Hostname \
-		--cert-dir "$RUN/apiserver" --profiling=false --enable-priority-and-fairness=false
+		--cert-dir "$RUN/apiserver" --profiling=false --enable-priority-and-fairness=false \
+		--enable-aggregator-routing=true
 	wait_until 120 apiserver_ready
 }
 apiserver_ready() {
@@ -160,12 +162,40 @@ apiserver_ready() {
 		"https://127.0.0.1:$API_PORT/readyz" | grep -qx ok
 }
 
+# Services have no ClusterIP route here (no kube-proxy): --enable-aggregator-routing makes the
+# API server call a Service at its endpoints, for aggregated APIs and, through the same
+# resolver, for admission webhooks (deploy/'s configurations name the webhook's Service).
+
+# controller_manager_start: kube-controller-manager as the admin, each controller with its own
+# ServiceAccount's credentials (the bootstrap RBAC of system:controller:*), no serving port, no
+# leader election: ServiceAccount default and kube-root-ca.crt in each namespace (a projected
+# token needs both), DaemonSet, Deployment, Endpoints, node lifecycle (the not-ready taint),
+# garbage collection and namespace deletion.
+controller_manager_start() {
+	bg_start kube-controller-manager kube-controller-manager --kubeconfig "$RUN/admin.kubeconfig" \
+		--secure-port 0 --leader-elect=false --use-service-account-credentials \
+		--service-account-private-key-file "$RUN/pki/sa.key" --root-ca-file "$RUN/pki/ca.crt" --v 1
+}
+
+# default_scheduler_start: kube-scheduler (default-scheduler) for the whole run: the
+# Deployment's and the DaemonSet's pods; the scheduler-extender checks start a second one.
+default_scheduler_start() {
+	cat >"$RUN/default-scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: "$RUN/admin.kubeconfig"}
+leaderElection: {leaderElect: false}
+EOF
+	bg_start kube-scheduler kube-scheduler --config "$RUN/default-scheduler.yaml" --secure-port 0 --v 1
+}
+
 # --- kubelet -----------------------------------------------------------------------------
 
 # Host sysctls the kubelet sets when it starts (setupKernelTunables in
-# pkg/kubelet/cm/container_manager_linux.go). Saved before it starts, restored at the end.
+# pkg/kubelet/cm/container_manager_linux.go), and net.ipv4.ip_forward, which the bridge CNI
+# plugin turns on (isGateway). Saved before the node starts, restored at the end.
 KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
-	kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+	kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
 declare -A SYSCTL_SAVED=()
 
 sysctls_save() {
@@ -192,26 +222,16 @@ sysctls_restore() {
 	done
 }
 
-# The kubelet's device-plugin dir is fixed (/var/lib/kubelet/device-plugins, pluginapi.
-# KubeletSocket). The kubelet runs in a private mount namespace where that path is a bind
-# mount of $DP_DIR (and /var/log, where it links container logs, one of $RUN/var-log), so the
-# host's /var/lib/kubelet is never written: the bind needs only the mount point, created
-# if missing and removed again. Everything the kubelet hands to containerd (pod dirs, log
-# paths) is under --root-dir and podLogsDir, host paths in $RUN that both see.
+# The kubelet runs in the node's mount namespace (node.sh), where /var/lib/kubelet (its fixed
+# device-plugin dir included) is its --root-dir in the run dir and /var/log a run dir too;
+# everything it hands to containerd (pod dirs, log paths) is under --root-dir and podLogsDir.
+# shellcheck disable=SC2034 # HOST_DP_DIR: cleanup.sh's leftovers (no mount there on the host)
 HOST_DP_DIR=/var/lib/kubelet/device-plugins
 CREATED_DIRS=()
 
 kubelet_prepare() {
 	local d cg=${PF_CGROUP_PARENT#/}
-	mkdir -p "$DP_DIR" "$RUN/var-log" "$RUN/kubelet" "$RUN/pod-logs"
-	# Mount point for the bind (host dirs we create are removed at the end).
-	for d in /var/lib/kubelet "$HOST_DP_DIR"; do
-		if [[ ! -d $d ]]; then
-			mkdir "$d"
-			CREATED_DIRS=("$d" ${CREATED_DIRS[@]+"${CREATED_DIRS[@]}"})
-		fi
-	done
-	printf '%s\n' ${CREATED_DIRS[@]+"${CREATED_DIRS[@]}"} >"$RUN/created-dirs" # for a later recovery
+	mkdir -p "$RUN/kubelet" "$RUN/pod-logs"
 	# cgroupRoot must exist on every hierarchy; a new cpuset cgroup starts with no CPUs.
 	for d in /sys/fs/cgroup/*/; do
 		d=${d%/}
@@ -260,17 +280,14 @@ EOF
 }
 
 kubelet_start() {
-	# shellcheck disable=SC2016 # expanded by the inner sh
-	bg_start kubelet unshare --mount --propagation private -- /bin/sh -c \
-		'mount --bind "$1" "$2" && mount --bind "$3" /var/log && shift 3 && exec "$@"' sh \
-		"$DP_DIR" "$HOST_DP_DIR" "$RUN/var-log" \
+	bg_start kubelet nsenter --mount="/proc/$(node_pid)/ns/mnt" -- \
 		"$PFN_BIN/kubelet" --config "$RUN/kubelet.yaml" --kubeconfig "$RUN/kubelet.kubeconfig" \
 		--root-dir "$RUN/kubelet" --cert-dir "$RUN/kubelet/pki" --hostname-override "$NODE" --v 1
 	wait_until 60 kubelet_healthy
 }
 kubelet_healthy() { curl -sf "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz" | grep -qx ok; }
 
-# host_dirs_remove: the mount points kubelet_prepare created, if empty.
+# host_dirs_remove: the mount points node_prepare created, if empty.
 host_dirs_remove() {
 	local d
 	for d in ${CREATED_DIRS[@]+"${CREATED_DIRS[@]}"}; do

@@ -1,13 +1,14 @@
 # shellcheck shell=bash
 # Proof: core-scheduling groups belong to their namespace (docs/tenancy.md). The profiles
-# ($RUN/profiles.yaml, read by webhook and agent) share group e2e-group among namespace NS
-# only. A pod of a second namespace naming e2e-group, by podfence's label or Koordinator's,
-# is refused at `kubectl apply` by the webhook's /validate; in NS the same label is admitted,
-# and in the second namespace a name no profile shares is its own. A pod that a profile selects
-# may not name another group. The agent, given the same profiles, reports the shared group in
-# /state (read with metrics-auth.sh's reader token). Pods are never bound (no core scheduling
-# on this host; pod_yaml with NODE empty) and deleted. Sourced by run.sh after facts.sh,
-# pods.sh and metrics-auth.sh; before scheduler-extender.sh (no scheduler runs yet).
+# ($RUN/profiles.yaml: the overlay's ConfigMap, mounted by webhook and agent) share group
+# e2e-group among namespace NS only. A pod of a second namespace naming e2e-group, by
+# podfence's label or Koordinator's, is refused at `kubectl apply` by the webhook's /validate;
+# in NS the same label is admitted, and in the second namespace a name no profile shares is
+# its own. A pod that a profile selects may not name another group. The agent, given the same
+# profiles, reports the shared group in /state (read with metrics-auth.sh's reader token).
+# Pods are never bound (no core scheduling on this host; pod_yaml with NODE empty names a
+# scheduler nobody runs) and deleted. Sourced by run.sh after facts.sh, pods.sh and
+# metrics-auth.sh.
 
 TENANT_NS=pf-e2e-tenant-b
 SHARED_GROUP=e2e-group # cluster-setup.sh's profile e2e: namespaces [NS], group e2e-group
@@ -41,7 +42,7 @@ expect_tenancy_admitted() {
 prove_coresched_tenancy() {
 	local msg want
 	kc create namespace "$TENANT_NS" >/dev/null
-	kc create serviceaccount default -n "$TENANT_NS" >/dev/null # no controller-manager to make it
+	wait_until 30 kc get serviceaccount default -n "$TENANT_NS" || pf_log "warning: no ServiceAccount default in $TENANT_NS after 30s"
 	msg="namespace \"$TENANT_NS\" may not join core-scheduling group $SHARED_GROUP, which the core-scheduling profiles share among namespaces $NS only"
 
 	expect_tenancy_refused "tenancy: a pod of $TENANT_NS naming $NS's shared group is refused" \

@@ -8,6 +8,15 @@
 # EPC and core-scheduling mutations; the CPU is freed on delete; a kubelet restart moves
 # nothing. Sourced by run.sh after facts.sh and pods.sh.
 
+# decided_quota NAME: the CFS quota the agent decided for container app of pod NAME (its
+# msg=decision line), as cgroupfs shows it: -1 for none. (The policy is the planner's, tested
+# there; this proves the kernel got it.)
+decided_quota() {
+	local q
+	q=$(grep -a "msg=decision event=CreateContainer pod=$NS/$1 container=app " "$AGENT_LOG" | tail -n1 | sed -n 's/.* quota=\([0-9]*\) .*/\1/p')
+	if [[ -z $q || $q == 0 ]]; then echo -1; else echo "$q"; fi
+}
+
 prove_exclusive_pool() {
 	local ids pid
 	expect_log "device plugin: registered with the kubelet" 0 "msg=\"registered with the kubelet\".*resource=podfence.io/exclusive_a" 30
@@ -41,8 +50,8 @@ prove_exclusive_pool() {
 		expect_eq "exclusive pod: the kubelet allocated one device of exclusive_a" "$ids" "$X" "device IDs"
 		expect_eq "exclusive pod: Allocate's annotation reached the runtime" \
 			"$(runtime_annotation excl podfence.io/exclusive-cpus)" "$ids" "podfence.io/exclusive-cpus"
-		expect_ctr "exclusive pod: cgroup cpuset = the allocated device IDs" excl \
-			cpuset.cpus="$ids" Cpus_allowed_list="$ids" cpu.cfs_quota_us=-1
+		expect_ctr "exclusive pod: cgroup cpuset = the allocated device IDs, CFS quota = the agent's decision" excl \
+			cpuset.cpus="$ids" Cpus_allowed_list="$ids" cpu.cfs_quota_us="$(decided_quota excl)"
 		expect_eq "exclusive pod: whole cores (no SMT here: one thread per core)" "$(whole_cores "$ids")" yes "whole cores"
 		expect_env "exclusive pod: env" excl EXCLUSIVE_CPUS="$ids" SHARED_CPUS="<unset>"
 		expect_allocated "exclusive pod: node allocation" podfence.io/exclusive_a 1

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds or fetches the Kubernetes side of the node e2e into $PFN_CACHE/bin, cached:
-#   kube-apiserver, kubelet, kube-scheduler
+#   kube-apiserver, kubelet, kube-scheduler, kube-controller-manager
 #                            v1.31.0, built from the wrapper module tools/k8s (requires
 #                            k8s.io/kubernetes v1.31.0, each staging module replaced by its
 #                            v0.31.0), with the version ldflags kubectl needs to talk to them;
 #                            pf-podresources (tools/k8s/podresources), a pod-resources API client
 #   etcd, kubectl            Debian trixie's etcd-server and kubectl (they run on bookworm),
 #                            `apt-get download` under a private apt config, `dpkg -x`
-# plus the apt packages the node e2e uses (jq, openssl, curl). A tool whose stamp matches is
-# skipped; one line per tool: built/fetched/cached + seconds. Needs root (apt).
+# plus the apt packages the node e2e uses (jq, openssl, curl; containernetworking-plugins:
+# bridge, host-local and loopback for the webhook Deployment's pod network). A tool whose
+# stamp matches is skipped; one line per tool: built/fetched/cached + seconds. Needs root (apt).
 #
 # Usage: test/e2e/node/k8s.sh [--force]     (--force rebuilds and refetches everything)
 # Environment: PODFENCE_E2E_NODE_CACHE (default /var/cache/podfence-e2e-node).
@@ -29,7 +30,7 @@ mkdir -p "$stage"
 trap 'rm -rf "$stage"' EXIT
 
 # ---- apt packages ----------------------------------------------------------------------
-APT_PACKAGES=(jq openssl curl util-linux)
+APT_PACKAGES=(jq openssl curl util-linux containernetworking-plugins)
 t0=$(pf_now_ms)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -113,6 +114,12 @@ build_scheduler() {
 	k8s_go build -ldflags "$K8S_LDFLAGS" -o "$stage/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
 }
 
+# kube-controller-manager, for the whole run (DaemonSet, Deployment, ServiceAccount, Endpoints and
+# node lifecycle controllers): its own tool and stamp, as kube-scheduler.
+build_controller_manager() {
+	k8s_go build -ldflags "$K8S_LDFLAGS" -o "$stage/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+}
+
 # ---- etcd and kubectl from Debian trixie -------------------------------------------------
 # A private apt config: its own sources (trixie only), lists, archives and an empty dpkg
 # status (so the host's installed packages, such as another kubectl, do not pin versions).
@@ -144,4 +151,5 @@ modhash() { (cd "$1" && find . -name '*.go' -o -name go.mod -o -name go.sum | LC
 
 tool kubernetes "kubernetes $PFN_K8S_VERSION $(modhash "$PFN_DIR/tools/k8s")" kube-apiserver kubelet pf-podresources -- build_k8s
 tool kube-scheduler "kube-scheduler $PFN_K8S_VERSION $(modhash "$PFN_DIR/tools/k8s")" kube-scheduler -- build_scheduler
+tool kube-controller-manager "kube-controller-manager $PFN_K8S_VERSION $(modhash "$PFN_DIR/tools/k8s")" kube-controller-manager -- build_controller_manager
 tool debian-etcd-kubectl "debian $PFN_DEBIAN_SUITE etcd-server kubectl" etcd kubectl -- fetch_debian

@@ -5,18 +5,18 @@
 # (SubjectAccessReview, ClusterRole podfence-metrics-reader of deploy/agent/rbac.yaml), asked
 # through the agent's own API client. No token, a made-up one: 401; plain HTTP: 400; a
 # ServiceAccount without the role: 403; one bound to it: 200; /healthz and /readyz are open.
-# Sourced by run.sh after facts.sh; uses RUN, NS, METRICS_PORT (the agent serves
-# 127.0.0.1:$METRICS_PORT). Sets METRICS_READER_TOKEN for the later proofs (coresched-tenancy.sh).
+# Sourced by run.sh after facts.sh and agent.sh; uses RUN, NS, METRICS_HOST and METRICS_PORT
+# (deploy/'s agent pod serves $(POD_IP):9464: the node's address, it is on the host network).
+# Sets METRICS_READER_TOKEN for the later proofs (coresched-tenancy.sh).
 
-METRICS_URL=https://127.0.0.1:$METRICS_PORT
 METRICS_READER=pf-e2e-metrics-reader # ServiceAccount in NS, bound to podfence-metrics-reader
 METRICS_READER_TOKEN=""
 
 # metrics_get PATH [TOKEN [SCHEME]]: GET of the agent's PATH (curl -k: the certificate is
 # self-signed); prints "<status> <body, one line, cut>" and leaves the body in $RUN/metrics.body.
 metrics_get() {
-	local url=$METRICS_URL$1 code
-	[[ ${3:-https} == http ]] && url=http://127.0.0.1:$METRICS_PORT$1
+	local url=https://$METRICS_HOST:$METRICS_PORT$1 code
+	[[ ${3:-https} == http ]] && url=http://$METRICS_HOST:$METRICS_PORT$1
 	code=$(curl -sk -o "$RUN/metrics.body" -w '%{http_code}' ${2:+-H "Authorization: Bearer $2"} "$url") || true
 	printf '%s %s\n' "${code:-000}" "$(tr '\n' ' ' <"$RUN/metrics.body" 2>/dev/null | cut -c1-120 | sed 's/ *$//')"
 }
@@ -39,7 +39,7 @@ prove_metrics_auth() {
 	if ! grep -qa 'msg="serving metrics".*scheme=https auth=kubernetes' "$AGENT_LOG"; then
 		fail "metrics auth: the agent serves HTTPS with --metrics-auth=kubernetes" "agent log: $(grep -a 'serving metrics' "$AGENT_LOG" | tail -n1)"
 	elif [[ $got == "200 ok" ]] && [[ $(metrics_get /readyz) == "200 ok" ]]; then
-		pass "metrics auth: /healthz and /readyz without a token" "200 ok, 200 ok; agent log: $(log_msg "$(grep -a 'msg="serving metrics"' "$AGENT_LOG" | tail -n1)")"
+		pass "metrics auth: /healthz and /readyz without a token" "$METRICS_HOST:$METRICS_PORT (node $NODE's InternalIP $(kc get node "$NODE" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')): 200 ok, 200 ok; agent log: $(log_msg "$(grep -a 'msg="serving metrics"' "$AGENT_LOG" | tail -n1)")"
 	else
 		fail "metrics auth: /healthz and /readyz without a token" "/healthz: $got; /readyz: $(metrics_get /readyz) (want 200 ok)"
 	fi

@@ -1,13 +1,13 @@
 # shellcheck shell=bash
 # Proof: deploy/agent/node-patch-policy.yaml (a ValidatingAdmissionPolicy) narrows the agent's
 # "patch nodes" (RBAC: every Node, every field) to its own Node's podfence.io/core-sched label
-# and podfence.io/physical-cores annotation. The agent runs with a token bound to the Node
-# (agent.sh's agent_node_token: claim authentication.kubernetes.io/node-name), and its own
-# patches (--publish-node-info) pass; with that token, a patch as the agent's: the podfence
-# label on NODE is allowed, another label is refused, a second (fake, kubelet-less) Node is
-# refused, and a token without the node claim is refused, each with the policy's message.
-# Sourced by run.sh after facts.sh and agent.sh; uses RUN, NODE, API_PORT, AGENT_LOG and
-# AGENT_TOKEN_FILE.
+# and podfence.io/physical-cores annotation. The agent pod's projected token is bound to the
+# pod and carries its node (claim authentication.kubernetes.io/node-name), and its own
+# patches (--publish-node-info) pass; with that token (read in the pod), a patch as the
+# agent's: the podfence label on NODE is allowed, another label is refused, a second (fake,
+# kubelet-less) Node is refused, and a token without the node claim is refused, each with the
+# policy's message. Sourced by run.sh after facts.sh and agent.sh; uses RUN, NODE, API_PORT,
+# AGENT_LOG and agent_token.
 
 NP_OTHER=pf-e2e-other-node # the fake second Node
 
@@ -39,19 +39,23 @@ np_label() { kc get node "$1" -o json | jq -r --arg k "$2" '.metadata.labels[$k]
 
 prove_node_patch_policy() {
 	local bound claim mf was tok
-	bound=$(cat "$AGENT_TOKEN_FILE")
+	if ! bound=$(agent_token 2>&1); then
+		fail "node-patch policy: the agent pod's token" "kubectl exec $AGENT_POD -- cat the token: $bound"
+		return 0
+	fi
+	kubeconfig "$RUN/agent.kubeconfig" "$bound"
 	expect_eq "node-patch policy: applied from deploy/" \
 		"$(kc get validatingadmissionpolicybinding podfence-agent-node-patch -o jsonpath='{.spec.policyName} {.spec.validationActions}' 2>&1)" \
 		'podfence-agent-node-patch ["Deny"]' "binding"
-	# The agent's token names its node; its own publishing went through (expect_node_info).
-	claim=$(kubectl --kubeconfig "$RUN/agent.kubeconfig" auth whoami -o json 2>&1 | jq -r '.status.userInfo | "\(.username) node-name=\(.extra["authentication.kubernetes.io/node-name"] // [] | join(","))"' 2>&1)
+	# The agent's token names its pod and node; its own publishing went through (expect_node_info).
+	claim=$(kubectl --kubeconfig "$RUN/agent.kubeconfig" auth whoami -o json 2>&1 | jq -r '.status.userInfo | "\(.username) node-name=\(.extra["authentication.kubernetes.io/node-name"] // [] | join(",")) pod-name=\(.extra["authentication.kubernetes.io/pod-name"] // [] | join(","))"' 2>&1)
 	mf=$(kc get node "$NODE" -o json --show-managed-fields | jq -r '[.metadata.managedFields[] | select(.manager == "podfence-agent") | .operation] | join(",")')
-	if [[ $claim == "system:serviceaccount:podfence-system:podfence-agent node-name=$NODE" && $mf == Update ]] &&
+	if [[ $claim == "system:serviceaccount:$PF_NS:podfence-agent node-name=$NODE pod-name=$AGENT_POD" && $mf == Update ]] &&
 		grep -qa 'msg="published node info"' "$AGENT_LOG"; then
-		pass "node-patch policy: the agent's token is bound to $NODE and its own node-info patch passes" \
+		pass "node-patch policy: the agent pod's projected token is bound to $NODE and its own node-info patch passes" \
 			"$claim; node $NODE managedFields manager=podfence-agent ($mf); agent log: $(log_msg "$(grep -a 'msg="published node info"' "$AGENT_LOG" | tail -n1)")"
 	else
-		fail "node-patch policy: the agent's token is bound to $NODE and its own node-info patch passes" \
+		fail "node-patch policy: the agent pod's projected token is bound to $NODE and its own node-info patch passes" \
 			"whoami: $claim; managedFields podfence-agent: ${mf:-<none>}; agent log: $(grep -a 'node info' "$AGENT_LOG" | tail -n 2 | tr '\n' '|')"
 	fi
 
@@ -83,7 +87,7 @@ EOF
 	kc delete node "$NP_OTHER" --wait=true --timeout=30s >/dev/null 2>&1 || pf_log "warning: kubectl delete node $NP_OTHER did not finish"
 
 	# A token of the same ServiceAccount without the node claim patches no Node.
-	if tok=$(kc create token podfence-agent -n podfence-system --duration 10m 2>&1); then
+	if tok=$(kc create token podfence-agent -n "$PF_NS" --duration 10m 2>&1); then
 		expect_np_denied "node-patch policy: a token without node claim is denied, even on $NODE" "$tok" \
 			'{"metadata":{"labels":{"podfence.io/core-sched":"supported"}}}' "$NODE" \
 			"may patch only its own Node: its token names no node"

@@ -3,9 +3,11 @@
 # Sourced after cluster.sh (kc) and ../checks.sh (CID, LAUNCH_ERR, fail); uses RUN and NS.
 
 # pod_yaml NAME NODE LIMITS [LABELS [NAMESPACE [ANNOTATIONS]]]: a busybox `sleep` pod on the
-# host network (no CNI here), with no API token; LIMITS, LABELS and ANNOTATIONS are YAML
-# flow maps; NODE empty: never bound.
+# host network, with no API token; LIMITS, LABELS and ANNOTATIONS are YAML flow maps; NODE
+# empty: for scheduler POD_SCHEDULER, by default one that nobody runs (never bound).
 pod_yaml() {
+	local where="nodeName: $2"
+	[[ -n $2 ]] || where="schedulerName: ${POD_SCHEDULER:-pf-e2e-unscheduled}"
 	cat <<EOF
 apiVersion: v1
 kind: Pod
@@ -15,7 +17,7 @@ metadata:
   labels: ${4:-{\}}
   annotations: ${6:-{\}}
 spec:
-  ${2:+nodeName: $2}
+  $where
   hostNetwork: true
   automountServiceAccountToken: false
   enableServiceLinks: false

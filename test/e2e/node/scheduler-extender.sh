@@ -1,12 +1,13 @@
 # shellcheck shell=bash
 # Proof: kube-scheduler with the podfence extender places pods by core-scheduling support.
-# `podfence extender` (its debug log: one msg=filter / msg=prioritize line per call) and
-# kube-scheduler with it as a non-ignorable extender; these pods have no nodeName. An
+# `podfence extender` (its debug log: one msg=filter / msg=prioritize line per call) and a
+# second kube-scheduler, podfence-scheduler (as deploy/extender names it), with it as a
+# non-ignorable extender; these pods have no nodeName and name that scheduler. An
 # implicit pod passes the filter and runs on the node; a core-sched-group pod stays Pending
 # (the node is podfence.io/core-sched=unsupported); with a fake Node fake-smt
 # (core-sched=supported) the extender is asked to prioritize and the group pod is bound there.
-# run.sh calls it last, so that no earlier pod is ever scheduled (they all name their node,
-# or stay unbound on purpose). Sourced by run.sh after facts.sh and pods.sh.
+# The run's default-scheduler leaves them alone; the pods of the other checks name their node,
+# or a scheduler nobody runs (pod_yaml). Sourced by run.sh after facts.sh and pods.sh.
 # shellcheck disable=SC2153 # NODE is run.sh's
 
 EXT_LOG=$RUN/extender.log
@@ -28,16 +29,19 @@ ext_wait() {
 ext_tail() { tail -n "+$(($1 + 1))" "$EXT_LOG" 2>/dev/null | tail -n 4 | tr '\n' '|'; }
 
 # scheduler_start: the extender (as the admin: it lists and watches pods and nodes), then
-# kube-scheduler with no serving port and no leader election.
+# kube-scheduler (profile podfence-scheduler) with no serving port and no leader election.
+SCHED_LOG=$RUN/pf-scheduler.log
 scheduler_start() {
 	bg_start extender "$RUN/podfence-extender" --listen "127.0.0.1:$EXTENDER_PORT" \
 		--kubeconfig "$RUN/admin.kubeconfig" --log-level debug
 	wait_until 30 curl -sf "http://127.0.0.1:$EXTENDER_PORT/healthz" || return 1
-	cat >"$RUN/kube-scheduler.yaml" <<EOF
+	cat >"$RUN/pf-scheduler.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection: {kubeconfig: "$RUN/admin.kubeconfig"}
 leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: podfence-scheduler
 extenders:
 - urlPrefix: http://127.0.0.1:$EXTENDER_PORT
   filterVerb: filter
@@ -47,13 +51,13 @@ extenders:
   ignorable: false
   httpTimeout: 5s
 EOF
-	bg_start kube-scheduler kube-scheduler --config "$RUN/kube-scheduler.yaml" --secure-port 0 --v 2
+	bg_start pf-scheduler kube-scheduler --config "$RUN/pf-scheduler.yaml" --secure-port 0 --v 2
 	sleep 1
-	bg_running kube-scheduler
+	bg_running pf-scheduler
 }
 
-# sched_pod NAME [LABELS]: a pod without nodeName, for the scheduler.
-sched_pod() { apply "$1" "" "{}" "${2:-}"; }
+# sched_pod NAME [LABELS]: a pod without nodeName, for podfence-scheduler.
+sched_pod() { POD_SCHEDULER=podfence-scheduler apply "$1" "" "{}" "${2:-}"; }
 test_bound() { [[ -n $(pod_get "$1" '{.spec.nodeName}') ]]; }
 # sched_event NAME: the message of the pod's last FailedScheduling Event.
 sched_event() {
@@ -71,16 +75,11 @@ test_no_pods() {
 prove_scheduler_extender() {
 	local off line node ev lf lp what
 	if ! scheduler_start; then
-		fail "scheduler: kube-scheduler and podfence extender start" "extender $(bg_running extender && echo running || echo exited), kube-scheduler $(bg_running kube-scheduler && echo running || echo exited): $(tail -n 3 "$RUN/extender.log" "$RUN/kube-scheduler.log" 2>/dev/null | tr '\n' '|')"
+		fail "scheduler: kube-scheduler and podfence extender start" "extender $(bg_running extender && echo running || echo exited), podfence-scheduler $(bg_running pf-scheduler && echo running || echo exited): $(tail -n 3 "$RUN/extender.log" "$SCHED_LOG" 2>/dev/null | tr '\n' '|')"
 		return 0
 	fi
-	# Nodes are registered with the taint node.kubernetes.io/not-ready:NoSchedule (the
-	# TaintNodesByCondition admission plugin); the controller-manager's node lifecycle
-	# controller, not run here, manages it from the Ready condition. Removed here by hand:
-	# the kubelet's node may well stay NotReady (no CNI: only host-network pods run here).
-	untaint "$NODE"
-	pass "scheduler: kube-scheduler $(kube-scheduler --version | awk '{print $2}') runs with the podfence extender" \
-		"node $NODE Ready=$(node_ready "$NODE") untainted; extender on 127.0.0.1:$EXTENDER_PORT (/healthz ok, $(grep -ao 'msg="informers synced".*' "$EXT_LOG" | head -n1)); filterVerb+prioritizeVerb, nodeCacheCapable, not ignorable"
+	pass "scheduler: kube-scheduler $(kube-scheduler --version | awk '{print $2}') runs as podfence-scheduler with the podfence extender" \
+		"node $NODE Ready=$(node_ready "$NODE"); extender on 127.0.0.1:$EXTENDER_PORT (/healthz ok, $(grep -ao 'msg="informers synced".*' "$EXT_LOG" | head -n1)); filterVerb+prioritizeVerb, nodeCacheCapable, not ignorable"
 
 	# An implicit pod (no core-scheduling label): the filter passes the node, the pod runs.
 	what="scheduler: an implicit pod passes the extender's filter, is bound to $NODE and runs"
@@ -94,7 +93,7 @@ prove_scheduler_extender() {
 			fail "$what" "nodeName=$node; filter line: ${line:-<none>} (log since: $(ext_tail "$off")); ${LAUNCH_ERR[sched-implicit]:-}"
 		fi
 	else
-		fail "$what" "not bound within 30s ($APPLY_OUT); FailedScheduling: $(sched_event sched-implicit); scheduler log: $(tail -n 3 "$RUN/kube-scheduler.log" | tr '\n' '|')"
+		fail "$what" "not bound within 30s ($APPLY_OUT); FailedScheduling: $(sched_event sched-implicit); scheduler log: $(tail -n 3 "$SCHED_LOG" | tr '\n' '|')"
 	fi
 	delete_pods sched-implicit
 
@@ -170,12 +169,15 @@ EOF
 	else
 		fail "scheduler: fake node and the pods bound to it deleted" "nodes: $(kc get nodes -o jsonpath='{.items[*].metadata.name}'); pods: $(kc get pods -n "$NS" -o name | tr '\n' ' ')"
 	fi
-	if grep -qaE '^E[0-9]{4} ' "$RUN/kube-scheduler.log"; then
-		pf_log "kube-scheduler logged errors: $(grep -aE '^E[0-9]{4} ' "$RUN/kube-scheduler.log" | tail -n 3 | cut -c1-300 | tr '\n' '|')"
+	if grep -qaE '^E[0-9]{4} ' "$SCHED_LOG"; then
+		pf_log "podfence-scheduler logged errors: $(grep -aE '^E[0-9]{4} ' "$SCHED_LOG" | tail -n 3 | cut -c1-300 | tr '\n' '|')"
 	fi
+	bg_stop pf-scheduler 10
+	bg_stop extender 10
 }
 
-# untaint NODE: removes the not-ready NoSchedule taint.
+# untaint NODE: removes the not-ready NoSchedule taint (admission puts it on a new Node; the
+# node lifecycle controller lifts it only once it sees the fake node Ready).
 untaint() {
 	if kc get node "$1" -o jsonpath='{.spec.taints[*].key}' | grep -qw node.kubernetes.io/not-ready; then
 		kc taint node "$1" node.kubernetes.io/not-ready:NoSchedule- >/dev/null || pf_log "warning: could not untaint node $1"

@@ -1,15 +1,14 @@
 # shellcheck shell=bash
-# Proof: the agent restarted on the other node label serves the other pool config, a shared
-# pool. Pools default=DEF and shared_s=X (poolconfig-shared.yaml, node label
-# podfence-e2e/pools=shared), one device per millicpu: shared pods get the pool's cpuset and a
-# CFS quota of their millicpu, the kubelet refuses a pod over the pool, and deleting frees it
-# all. Runs after prove_exclusive_pool (its pods gone); sourced by run.sh after facts.sh and
-# pods.sh.
+# Proof: the node relabelled podfence-e2e/pools=shared and the agent pod replaced
+# (agent_select_pools), the agent serves the other pool config, a shared pool. Pools
+# default=DEF and shared_s=X (poolconfig-shared.yaml), one device per millicpu: shared pods
+# get the pool's cpuset and a CFS quota of their millicpu, the kubelet refuses a pod over the
+# pool, and deleting frees it all. Runs after prove_exclusive_pool (its pods gone); sourced
+# by run.sh after facts.sh, pods.sh and agent.sh.
 
 prove_shared_pool_after_relabel() {
-	agent_stop
-	agent_start shared || return 0
-	expect_log "agent restarted on node label podfence-e2e/pools=shared: the other pool config, selected by node label" "$AGENT_OFF" "msg=node .*pools=\"default=$DEF shared_s=$X\""
+	agent_select_pools shared || return 0
+	expect_log "agent replaced after the relabel: the other pool config, selected by node label" "$AGENT_OFF" "msg=node .*pools=\"default=$DEF shared_s=$X\""
 	expect_log "device plugin after the relabel: shared_s registered" "$AGENT_OFF" "msg=\"registered with the kubelet\".*resource=podfence.io/shared_s" 30
 	expect_capacity "node: the device plugin advertises shared_s (one device per millicpu)" podfence.io/shared_s 1000 1000
 
