@@ -169,7 +169,7 @@ eval "$env"
 EXCL1='{"app": {"exclusive_a": 1}}'
 PIN='[{"container":"app","processes":[{"process":"/bin/sleep","args":["3600"],"pool":"exclusive_a","cpus":1}]}]'
 PIN2='[{"container":"app","processes":[{"process":"/bin/sleep","args":["3600"],"pool":"exclusive_a","cpus":2}]}]'
-REFUSED='refused \(NotEnoughCPUs\).*not enough free CPUs'
+REFUSED='refused \(NotEnoughCPUs\).*not enough (whole )?free (CPUs|cores)'
 
 # --- exclusive pool: default + exclusive_a -------------------------------------------------
 
@@ -182,17 +182,19 @@ launch def
 expect_ctr "default-pool container" def \
 	cpuset.cpus="$DEF" Cpus_allowed_list="$DEF" cpu.cfs_quota_us=-1 env:EXCLUSIVE_CPUS='<unset>' env:SHARED_CPUS='<unset>'
 
+# --cfs-quotas all (the default, as CPU-Pooler's): an exclusive container's quota is its CPUs
+# plus 100 millicpu, so the kernel never throttles it.
 launch excl "pod:podfence.io/cpu-pools=$EXCL1"
 expect_ctr "exclusive via pod annotation cpu-pools" excl \
-	cpuset.cpus="$X" Cpus_allowed_list="$X" cpu.cfs_quota_us=-1 env:EXCLUSIVE_CPUS="$X" env:SHARED_CPUS='<unset>'
+	cpuset.cpus="$X" Cpus_allowed_list="$X" cpu.cfs_quota_us=110000 env:EXCLUSIVE_CPUS="$X" env:CPU_POOLS=exclusive env:SHARED_CPUS='<unset>'
 
 off=$(log_lines)
-# (The agent guards the cpuset of an exclusive container; its CFS quota is the kubelet's.)
+# (The agent guards the cpuset and the quota of an exclusive container.)
 update excl --cpuset-cpus "$ONLINE"
 expect_log "resource update widening the exclusive cpuset: the agent keeps its settings" "$off" \
-	"msg=\"kept CPU settings against a resource update\" pod=$NS/excl container=app asked=\"cpus=$ONLINE\""
+	"msg=\"kept CPU settings against a resource update\" pod=$NS/excl container=app asked=\"cpus=$ONLINE[ \"]"
 expect_ctr "resource update: the exclusive container stays on CPU $X" excl \
-	cpuset.cpus="$X" Cpus_allowed_list="$X" cpu.cfs_quota_us=-1
+	cpuset.cpus="$X" Cpus_allowed_list="$X" cpu.cfs_quota_us=110000
 
 off=$(log_lines)
 expect_refused "second exclusive request while CPU $X is held: refused" excl-2 "$REFUSED" "pod:podfence.io/cpu-pools=$EXCL1"
