@@ -7,7 +7,7 @@ FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 PKGS        ?= ./...
 
-.PHONY: all build test lint unit fuzz bench mutation e2e e2e-node qemu clean
+.PHONY: all build test lint unit fuzz bench mutation image e2e e2e-node qemu qemu-node clean
 
 all: build test
 
@@ -45,6 +45,12 @@ MUTATION_FLOOR ?= 0
 mutation:
 	bash hack/mutation.sh $(MUTATION_FLOOR) $(MUTATION_PKGS)
 
+# The podfence image without a Docker daemon (deploy/Dockerfile's, built by hack/image.sh with
+# crane): make image IMAGE=<registry>/podfence:<tag> [VERSION=<main.version>].
+image:
+	@test -n "$(IMAGE)" || { echo "make image IMAGE=<registry>/podfence:<tag> [VERSION=...]"; exit 2; }
+	bash hack/image.sh -t $(IMAGE) $(if $(VERSION),--version $(VERSION))
+
 # End to end on a real containerd with NRI (root; builds and caches the tools).
 e2e:
 	bash test/e2e/run.sh
@@ -53,6 +59,13 @@ e2e:
 e2e-node:
 	bash test/e2e/node/run.sh
 
+# The Helm chart deploy/helm/podfence: lint, render with several value sets, validate every
+# object, and compare with the kustomize base deploy/ object by object (helm is built once
+# with go install and cached under /var/cache/podfence-helm).
+.PHONY: chart
+chart:
+	bash hack/helm.sh
+
 # Real-kernel tests: each package's tests run as init of a small SMT kernel under QEMU
 # (core scheduling, cgroup v2, misc). The kernel is built once from the in-repo fragment
 # hack/qemu/podfence-kernel.config (PODFENCE_KERNEL_FRAGMENT=<file> builds another) and cached.
@@ -60,6 +73,12 @@ e2e-node:
 QEMU_PKGS ?= ./internal/coresched/kernel ./internal/coresched/enforce ./internal/epc/enforce:TestProbeInQEMUGuest ./internal/sandbox/host:^TestReal
 qemu:
 	@for e in $(QEMU_PKGS); do p=$${e%%:*}; r=$${e#$$p}; bash hack/qemu/run-go-test.sh $$p $${r#:} || exit 1; done
+
+# containerd with NRI, runc and the agent inside that guest (cgroup v2, cgroupfs driver): pods
+# through CRI, one PASS/FAIL line per fact read back from the guest's cgroup v2 files and /proc
+# (root; reuses test/e2e's cached tools and images and the cached kernel).
+qemu-node:
+	bash hack/qemu/run-node.sh
 
 clean:
 	rm -rf bin

@@ -30,12 +30,9 @@ kernel=$(bash "$here/kernel.sh" | tail -n1)
 t_kernel=$(date +%s)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/podfence-qemu.XXXXXX")
-qpid=
+. "$here/qemu.sh"
 cleanup() {
-  if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
-    kill "$qpid" 2>/dev/null || true # timeout(1) passes it on to QEMU
-    wait "$qpid" 2>/dev/null || true
-  fi
+  qemu_stop
   if [ "${PODFENCE_QEMU_KEEP:-}" = 1 ]; then
     log "kept $work"
   else
@@ -46,15 +43,26 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 root=$work/root
-mkdir -p "$root"/{dev,proc,sys,tmp,pkg}
+mkdir -p "$root"/{dev,proc,sys,tmp}
 log "building $pkg test binary and init (static)"
 (
   cd "$repo"
   export CGO_ENABLED=0
   go test -c -o "$root/test" -tags qemu "$pkg"
   go build -buildvcs=false -o "$root/init" ./hack/qemu/init
-  pkgdir=$(go list -f '{{.Dir}}' "$pkg")
-  if [ -d "$pkgdir/testdata" ]; then cp -r "$pkgdir/testdata" "$root/pkg/"; fi
+  # The package's directory under /src, with the testdata of the package and of its parent
+  # directories at their places (a test may read ../testdata), as the guest's working directory.
+  rel=$(go list -f '{{.Dir}}' "$pkg")
+  rel=${rel#"$repo"}
+  rel=${rel#/}
+  mkdir -p "$root/src/$rel"
+  echo "/src/$rel" >"$root/workdir"
+  d=${rel:-.}
+  while :; do
+    if [ -d "$d/testdata" ]; then mkdir -p "$root/src/$d" && cp -r "$d/testdata" "$root/src/$d/"; fi
+    [ "$d" = . ] && break
+    d=$(dirname "$d")
+  done
 )
 [ -x "$root/test" ] || { log "$pkg has no tests"; exit 1; }
 {
@@ -69,27 +77,12 @@ t_built=$(date +%s)
 
 log "booting $(basename "$(dirname "$kernel")") under QEMU (TCG, 4 vCPUs = 2 cores x 2 threads, limit ${limit}s)"
 console=$work/console.log
-: >"$console"
-timeout -k 5 "$limit" qemu-system-x86_64 \
-  -machine q35 -accel tcg -cpu qemu64,vendor=GenuineIntel -m 512 \
-  -smp 4,sockets=1,cores=2,threads=2 \
-  -kernel "$kernel" -initrd "$work/initramfs.cpio.gz" \
-  -append "console=ttyS0 panic=-1 quiet" \
-  -nic none -nographic -no-reboot </dev/null >"$console" 2>&1 &
-qpid=$!
-# Stream the console without \r and the firmware's terminal resets (ESC c, ESC [...).
-# In the background, so that a signal to this script is handled at once (wait is interruptible).
-tail -n +1 -f --pid="$qpid" "$console" |
-  sed -u -e 's/\r//g' -e 's/\x1bc/\n/g' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' &
-spid=$!
 rc=0
-wait "$qpid" || rc=$?
-qpid=
-wait "$spid" || true
+qemu_boot "$kernel" "$work/initramfs.cpio.gz" 512 "$limit" "$console" || rc=$?
 t_done=$(date +%s)
 
 timing="kernel $((t_kernel - t0)) s, build+initramfs $((t_built - t_kernel)) s, boot+test $((t_done - t_built)) s"
-result=$(tr -d '\r' <"$console" | grep -a '^PODFENCE-QEMU-RESULT:' | tail -n1 || true)
+result=$(qemu_result "$console")
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
   log "QEMU killed after ${limit}s ($timing)"
   exit 1

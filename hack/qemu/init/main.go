@@ -1,8 +1,9 @@
 //go:build linux
 
-// Command init is PID 1 of the QEMU guest that hack/qemu/run-go-test.sh boots: it mounts the
-// kernel file systems, waits for the RNG, runs /test (a Go test binary) with the arguments in
-// /args (one per line) and PODFENCE_IN_QEMU=1, reaps orphans meanwhile, prints one
+// Command init is PID 1 of the QEMU guest that hack/qemu/run-go-test.sh and run-node.sh
+// boot: it mounts the kernel file systems, waits for the RNG, runs /test (a Go test binary,
+// or hack/qemu/node) with the arguments in /args (one per line) and PODFENCE_IN_QEMU=1, in
+// the directory named in /workdir (default /), reaps orphans meanwhile, prints one
 // machine-readable result line and powers the guest off.
 //
 //	PODFENCE-QEMU-RESULT: PASS
@@ -102,8 +103,8 @@ func runTest(bin, argsFile string) (string, error) {
 		}
 	}
 	dir := "/"
-	if _, err := os.Stat("/pkg"); err == nil {
-		dir = "/pkg" // holds the package's testdata, like go test's working directory
+	if b, err := os.ReadFile("/workdir"); err == nil && strings.TrimSpace(string(b)) != "" {
+		dir = strings.TrimSpace(string(b)) // the package's directory with its testdata, as go test's
 	}
 	env := []string{"PODFENCE_IN_QEMU=1", "PATH=/", "HOME=/tmp", "TMPDIR=/tmp"}
 	logf("running %s in %s", strings.Join(args, " "), dir)

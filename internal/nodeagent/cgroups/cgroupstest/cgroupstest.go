@@ -17,11 +17,21 @@ import (
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"
 )
 
-// Tree copies layout "v1" or "v2" into a new temporary directory and returns its root.
+// Tree copies layout "v1", "v2", "v1-systemd" or "v2-systemd" into a new temporary
+// directory and returns its root.
+//
 // The v2 tree has misc in cgroup.controllers; the v1 tree has a misc hierarchy beside
 // cpuset, memory, pids, cpu,cpuacct, systemd and a hybrid unified mount. Both list
 // sgx_epc in misc.capacity (128 MiB, 3 MiB in use) and hold two containers, ContainerSystemd
 // and ContainerCgroupfsV1 or ContainerCgroupfsV2.
+//
+// The systemd trees are a node whose kubelet and containerd use the systemd cgroup driver,
+// trimmed: SystemdPods (one per QoS class, each a sandbox and a container scope) under
+// kubepods.slice, containerd.service and kubelet.service under system.slice. On v2 every
+// slice enables all controllers but the burstable pod's slice, which lacks cpuset (none of
+// its scopes asked for one). The v1 tree is hybrid: cpuset, cpu,cpuacct, memory, pids and
+// the name=systemd hierarchy hold the same slices and scopes, unified only its root (add the
+// cpu and cpuacct symlinks of a real node yourself: os.CopyFS copies no symlink).
 func Tree(tb testing.TB, layout string) string {
 	tb.Helper()
 	_, file, _, ok := runtime.Caller(0)
@@ -46,6 +56,36 @@ const (
 	ContainerCgroupfsV1 = "/kubepods/besteffort/pod7d3e2f10-8c4b-4f6a-b2d9-55a1c3e4f6b2/c0ffee02"
 	ContainerCgroupfsV2 = "/kubepods/besteffort/pod7d3e2f10-8c4b-4f6a-b2d9-55a1c3e4f6b2/crio-c0ffee02"
 )
+
+// SystemdPod is a pod of the systemd trees, by the names kubelet and containerd give it.
+type SystemdPod struct {
+	QoS string
+	// Parent is kubelet's CRI cgroup parent (a slice name); Dir the cgroup path it expands to.
+	Parent, Dir string
+	// SandboxID, ContainerID: containerd's IDs; their scopes are
+	// Dir/cri-containerd-<id>.scope, holding the processes SandboxPID and ContainerPID.
+	SandboxID, ContainerID   string
+	SandboxPID, ContainerPID int
+}
+
+// CgroupsPath is the systemd-driver cgroups path containerd gives runc and NRI for id.
+func (p SystemdPod) CgroupsPath(id string) string { return p.Parent + ":cri-containerd:" + id }
+
+// SystemdPods are the pods of the trees "v1-systemd" and "v2-systemd".
+var SystemdPods = []SystemdPod{
+	{QoS: "guaranteed", Parent: "kubepods-pod5c3a9e1f_2b7d_4c8e_9f10_a1b2c3d4e5f6.slice",
+		Dir:       "/kubepods.slice/kubepods-pod5c3a9e1f_2b7d_4c8e_9f10_a1b2c3d4e5f6.slice",
+		SandboxID: "f933648e990ace23662c75211f1fca9f4c164c0a28fd527bcf796c097cf64985", SandboxPID: 2101,
+		ContainerID: "82d09898ea003cbf23a5fd036c36c9d616ac203ed0ca1504788be5ab14e37e3a", ContainerPID: 2144},
+	{QoS: "burstable", Parent: "kubepods-burstable-pod0b9c5b1e_4a0e_4d5c_9a51_1f0e0c2f7a11.slice",
+		Dir:       "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b9c5b1e_4a0e_4d5c_9a51_1f0e0c2f7a11.slice",
+		SandboxID: "27235d5b44b8b8276d21ea984b9d90c775148dee45fc44ed896b773efaa72ef6", SandboxPID: 2301,
+		ContainerID: "3230f737b03de3d001a61e82d2dcd0845794301a4779370e04fadee8a0e9e5e4", ContainerPID: 2352},
+	{QoS: "besteffort", Parent: "kubepods-besteffort-pod7d3e2f10_8c4b_4f6a_b2d9_55a1c3e4f6b2.slice",
+		Dir:       "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod7d3e2f10_8c4b_4f6a_b2d9_55a1c3e4f6b2.slice",
+		SandboxID: "9bd6c761efe750a1076b2a5dd7cbc08e674fc08385c5c5b879c7d99311b01d44", SandboxPID: 2501,
+		ContainerID: "860967675df26aa773b5eefd85bc3bb40a7ef0e4409700e5da779ccd5d76caa3", ContainerPID: 2533},
+}
 
 // Kernel stands in for cgroupfs on a copied tree. Its zero value is ready.
 type Kernel struct {

@@ -37,7 +37,7 @@ type Node struct {
 	where   map[int]map[string]string // tid → hierarchy → cgroup path
 }
 
-// New copies layout "v1" or "v2"; the root cpuset is CPUs 0-7 on nodes 0-1, every task
+// New copies layout "v1" or "v2" (or another of cgroupstest.Tree); the root cpuset is CPUs 0-7 on nodes 0-1, every task
 // starts in the root cgroup.
 func New(t testing.TB, layout string) *Node {
 	t.Helper()
@@ -56,12 +56,19 @@ func New(t testing.TB, layout string) *Node {
 	return n
 }
 
-// Hierarchies are the hierarchy directories under root ("" on v2).
+// Hierarchies are the hierarchy directories under root ("" on v2): on v1, those of cpuset,
+// cpu,cpuacct, memory, pids and misc that the tree has.
 func (n *Node) Hierarchies() []string {
 	if n.Layout.Version == cgroups.V2 {
 		return []string{""}
 	}
-	return []string{"cpuset", "cpu,cpuacct", "memory", "pids", "misc"}
+	var hs []string
+	for _, h := range []string{"cpuset", "cpu,cpuacct", "memory", "pids", "misc"} {
+		if st, err := os.Stat(filepath.Join(n.Root, h)); err == nil && st.IsDir() {
+			hs = append(hs, h)
+		}
+	}
+	return hs
 }
 
 // fill writes the interface files the kernel shows in a new cgroup at dir.
