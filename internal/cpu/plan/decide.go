@@ -150,15 +150,17 @@ func (n *Node) allocation(s *Ledger, c Container) (allocation.Allocation, error)
 // checkGiven checks that the given CPUs are all in a's exclusive pools.
 func (n *Node) checkGiven(a allocation.Allocation, given cpuset.CPUSet) error {
 	in := allocate.Set{}
-	var desc []string
 	for _, name := range a.ExclusivePools() {
 		in = in.Union(n.index[name].Pool())
+	}
+	if allocate.SetOf(given).IsSubsetOf(in) {
+		return nil
+	}
+	var desc []string // only for the refusal: rendering the pools costs more than the check
+	for _, name := range a.ExclusivePools() {
 		desc = append(desc, fmt.Sprintf("%q (%s)", name, n.index[name].Pool()))
 	}
-	if g := allocate.SetOf(given); !g.IsSubsetOf(in) {
-		return refuse(CodeCPUsUnavailable, "given CPUs %s are not all in exclusive pool %s", given, strings.Join(desc, " or "))
-	}
-	return nil
+	return refuse(CodeCPUsUnavailable, "given CPUs %s are not all in exclusive pool %s", given, strings.Join(desc, " or "))
 }
 
 // shareOf sets the shared-pool share; q counts millicpu (devices of the pool's resource).

@@ -81,7 +81,13 @@ func (n *Node) quotaMilli(a allocation.Allocation, excl int) int64 {
 	units := int64(0)
 	for _, name := range a.ExclusivePools() {
 		if ix, ok := n.index[name]; ok {
-			units += int64(n.Units(name, a.CPUs.Intersection(ix.Pool().CPUSet().Union(n.Pools.Offline[name]))))
+			off, mine := n.Pools.Offline[name], make([]int, 0, a.CPUs.Size())
+			for _, c := range a.CPUs.UnsortedList() { // a's CPUs only: no pool-sized set built
+				if ix.Pool().Has(c) || off.Contains(c) {
+					mine = append(mine, c)
+				}
+			}
+			units += int64(n.Units(name, cpuset.New(mine...)))
 		}
 	}
 	switch {

@@ -54,9 +54,10 @@ type Store struct {
 	dir string
 
 	mu      sync.Mutex
-	lines   int     // lines in the journal (an estimate until the first Load or rewrite)
-	live    int     // live records at the last Load or rewrite
-	carried []error // version 1 records left out by Open, for the next Load to report
+	f       *os.File // the journal, open for appends between rewrites (nil: open at the next)
+	lines   int      // lines in the journal (an estimate until the first Load or rewrite)
+	live    int      // live records at the last Load or rewrite
+	carried []error  // version 1 records left out by Open, for the next Load to report
 }
 
 // Open opens the checkpoint in dir, creating the directory (mode 0700) and its VERSION file if
@@ -157,18 +158,19 @@ func (s *Store) WriteBatch(puts []allocation.Allocation, dels []allocation.Key) 
 func (s *Store) appendLines(buf []byte, n int, sync bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f, err := os.OpenFile(filepath.Join(s.dir, JournalFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
+	if s.f == nil {
+		f, err := os.OpenFile(filepath.Join(s.dir, JournalFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		s.f = f
 	}
-	_, err = f.Write(buf)
+	_, err := s.f.Write(buf)
 	if err == nil && sync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+		err = s.f.Sync()
 	}
 	if err != nil {
+		s.closeLocked() // open anew at the next change
 		return err
 	}
 	s.lines += n
@@ -202,6 +204,7 @@ func (s *Store) Load() ([]allocation.Allocation, error) {
 // the problems of the lines it left out, and the error that kept it from reading or
 // rewriting. The caller holds mu.
 func (s *Store) compactLocked() ([]allocation.Allocation, []error, error) {
+	s.closeLocked() // a rewrite replaces the file; a journal removed meanwhile is made anew
 	path := filepath.Join(s.dir, JournalFile)
 	live, problems, err := readJournal(path)
 	missing := errors.Is(err, fs.ErrNotExist)
@@ -233,6 +236,22 @@ func (s *Store) compactLocked() ([]allocation.Allocation, []error, error) {
 	}
 	s.lines, s.live = len(allocs), len(allocs)
 	return allocs, problems, nil
+}
+
+// Close closes the journal; a later change opens it again.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeLocked()
+}
+
+func (s *Store) closeLocked() error {
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
 }
 
 // removeTemps removes temp files a crash left in the directory.

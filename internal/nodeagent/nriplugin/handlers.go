@@ -244,15 +244,20 @@ func (a *Plugin) refused(pod *api.PodSandbox, ctr *api.Container, err error) err
 	return err
 }
 
+// logDecision and logRelease log with typed attributes: a value slog must format by
+// reflection (a string type such as allocation.PoolType) cost more than the plan itself.
 func (a *Plugin) logDecision(event string, pod *api.PodSandbox, ctr *api.Container, d plan.Decision) {
-	a.log.Info("decision", "event", event, "pod", podName(pod), "container", ctr.GetName(),
-		"pool", d.Allocation.Pool, "type", d.Allocation.Type, "cpus", d.CPUs.String(), "mems", d.Mems.String(),
-		"quota", d.Quota, "period", d.Period, "existing", d.Existing)
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "decision", slog.String("event", event),
+		slog.String("pod", podName(pod)), slog.String("container", ctr.GetName()),
+		slog.String("pool", d.Allocation.Pool), slog.String("type", string(d.Allocation.Type)),
+		slog.String("cpus", d.CPUs.String()), slog.String("mems", d.Mems.String()),
+		slog.Int64("quota", d.Quota), slog.Int64("period", d.Period), slog.Bool("existing", d.Existing))
 }
 
 func (a *Plugin) logRelease(al allocation.Allocation) {
-	a.log.Info("released", "pod", al.Namespace+"/"+al.Pod, "container", al.Container, "pool", al.Pool,
-		slog.String("cpus", al.CPUs.String()), "milliCPU", al.MilliCPU)
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "released", slog.String("pod", al.Namespace+"/"+al.Pod),
+		slog.String("container", al.Container), slog.String("pool", al.Pool), slog.String("cpus", al.CPUs.String()),
+		slog.Int64("milliCPU", al.MilliCPU))
 }
 
 func podName(pod *api.PodSandbox) string { return pod.GetNamespace() + "/" + pod.GetName() }
