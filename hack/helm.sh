@@ -12,6 +12,11 @@
 #                                   = deploy/ with the same files, exactly
 #   cert-manager, extender on       = deploy/ with components cert-manager and extender
 #   -n pf-moved                     = deploy/ with namespace: pf-moved (nothing names podfence-system)
+#   admissionPolicy.enabled, TLS mode secret
+#                                   = deploy/ with component admission-policy, exactly
+#   admissionPolicy.enabled, webhook.enabled false
+#                                   = deploy/ with components admission-policy and
+#                                     admission-policy/no-webhook in place of certs
 #   other values (domain, policies, node label, metrics auth, Prometheus objects)
 #                                   the flags and objects they promise
 #   bad values                      refused, naming the value
@@ -154,6 +159,15 @@ for f in alerts.yaml webhook-alerts.yaml; do
 	fi
 done
 
+# The chart's copies of the admission policies (deploy/admission-policy and its no-webhook/).
+for f in pool-resources.yaml epc.yaml pinning.yaml core-sched.yaml no-webhook/request-annotations.yaml; do
+	if cmp -s "$chart/files/admission-policy/${f#no-webhook/}" "$deploy/admission-policy/$f"; then
+		pass "files/admission-policy/${f#no-webhook/}" "equal to deploy/admission-policy/$f"
+	else
+		fail "files/admission-policy/${f#no-webhook/}" "differs from deploy/admission-policy/$f: cp deploy/admission-policy/$f $chart/files/admission-policy/"
+	fi
+done
+
 expect "lint (defaults)" "$helm" lint --strict --kube-version "$KUBE_VERSION" "$chart" -n podfence-system
 
 # 1. Defaults against deploy/ as shipped (hack/certs.sh's component). The chart makes its own
@@ -193,7 +207,27 @@ else
 	pass "-n pf-moved: no podfence-system" "not named in $(grep -c '^kind:' "$tmp/moved-chart.yaml") objects"
 fi
 
-# 5. Other values: what each promises appears in the rendering.
+# 5. The admission policies beside the webhook (the same certificate files: exactly equal),
+# and without any webhook.
+kustomize_copy "$tmp/vap" podfence-system 's/^  # - admission-policy$/  - admission-policy/'
+grep -q '^  - admission-policy$' "$tmp/vap/kustomization.yaml" ||
+	die "deploy/kustomization.yaml: no line '  # - admission-policy' to switch on the admission policies"
+# shellcheck disable=SC2046
+render "$tmp/vap-chart.yaml" podfence-system --set namespace.create=true --set admissionPolicy.enabled=true $(secret_tls "$tmp/vap/certs")
+rendered "admission policies" "$tmp/vap-chart.yaml" podfence-system
+expect "admissionPolicy.enabled = kustomize deploy/ (component admission-policy)" "$check" compare "$tmp/vap.yaml" "$tmp/vap-chart.yaml"
+kustomize_copy "$tmp/nowebhook" podfence-system 's/^  # - admission-policy$/  - admission-policy\n  - admission-policy\/no-webhook/' '/^  - certs$/d'
+render "$tmp/nowebhook-chart.yaml" podfence-system --set namespace.create=true --set admissionPolicy.enabled=true --set webhook.enabled=false
+rendered "no webhook" "$tmp/nowebhook-chart.yaml" podfence-system
+expect "admissionPolicy.enabled, webhook.enabled=false = kustomize deploy/ (admission-policy, admission-policy/no-webhook)" \
+	"$check" compare "$tmp/nowebhook.yaml" "$tmp/nowebhook-chart.yaml"
+if grep -qiE '^kind: (Mutating|Validating)WebhookConfiguration$|name: podfence-webhook$' "$tmp/nowebhook-chart.yaml"; then
+	fail "webhook.enabled=false: no webhook objects" "$(grep -iE 'WebhookConfiguration$|name: podfence-webhook$' "$tmp/nowebhook-chart.yaml" | head -n 3 | tr '\n' ' ')"
+else
+	pass "webhook.enabled=false: no webhook objects" "$(grep -c '^kind: ValidatingAdmissionPolicy$' "$tmp/nowebhook-chart.yaml") policies, no webhook configuration, Deployment, Service or certificate"
+fi
+
+# 6. Other values: what each promises appears in the rendering.
 cat >"$tmp/custom-values.yaml" <<'EOF'
 resourceDomain: nokia.k8s.io
 image: {repository: registry.example/podfence, tag: v9.9.9, pullPolicy: IfNotPresent}
@@ -207,6 +241,7 @@ webhook:
   tls: {ipAddresses: [127.0.0.1], extraDNSNames: [webhook.example]}
 extender: {enabled: true}
 prometheus: {rbac: {enabled: true}, rules: {enabled: true}}
+admissionPolicy: {enabled: true, maxEPC: 64Gi}
 EOF
 # expect_lines NAME FILE LINE...: each LINE is a whole line of FILE (leading spaces aside).
 expect_lines() {
@@ -229,7 +264,7 @@ expect_lines "custom values: agent flags" "$tmp/custom.yaml" \
 	"- --metrics-auth=none" "- --log-level=debug" 'node-type: "caas"' 'zone: "a"' \
 	'httpGet: {"host":"127.0.0.1","path":"/healthz","port":9464,"scheme":"HTTP"}' \
 	"image: registry.example/podfence:v9.9.9" "imagePullPolicy: IfNotPresent" \
-	"- --default-group=pod" "coresched-profiles.yaml: |" "[]"
+	"- --default-group=pod" "coresched-profiles.yaml: |" "[]" 'maxEPC: "64Gi"'
 alerts=$(cat "$deploy/prometheus/alerts.yaml" "$deploy/prometheus/webhook-alerts.yaml" | grep -c -- '- alert:')
 got=$(grep -c -- '- alert:' "$tmp/custom.yaml" || true)
 if grep -q '^kind: PrometheusRule$' "$tmp/custom.yaml" && grep -q '^  name: podfence-metrics-reader-prometheus$' "$tmp/custom.yaml" && ((got == alerts)); then
@@ -239,12 +274,13 @@ else
 fi
 render "$tmp/podmonitor.yaml" podfence-system --set prometheus.podMonitor.enabled=true
 rendered "podMonitor" "$tmp/podmonitor.yaml" podfence-system
-for values in "" "-f $tmp/custom-values.yaml" "--set webhook.tls.mode=cert-manager --set extender.enabled=true"; do
+for values in "" "-f $tmp/custom-values.yaml" "--set webhook.tls.mode=cert-manager --set extender.enabled=true" \
+	"--set admissionPolicy.enabled=true --set webhook.enabled=false"; do
 	# shellcheck disable=SC2086 # values holds separate arguments
 	expect "lint ${values:-(defaults)}" "$helm" lint --strict --kube-version "$KUBE_VERSION" "$chart" -n pf-lint $values
 done
 
-# 6. Bad values are refused, naming the value.
+# 7. Bad values are refused, naming the value.
 # refused NAME ERE HELM ARGS...: helm template must fail with a message matching ERE.
 refused() {
 	local name=$1 ere=$2 out
@@ -266,6 +302,7 @@ refused "EPC policy" "epc/policy" --set epc.policy=lax
 refused "podMonitor without metrics auth" "prometheus.podMonitor needs agent.metrics.auth kubernetes" \
 	--set prometheus.podMonitor.enabled=true --set agent.metrics.auth=none
 refused "Kubernetes before 1.30" "kubeVersion" --kube-version 1.29.0
+refused "admission policy maxEPC" "admissionPolicy/maxEPC" --set admissionPolicy.enabled=true --set admissionPolicy.maxEPC=64MB
 
 echo "chart: $passed passed, $failed failed"
 ((failed == 0))

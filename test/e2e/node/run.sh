@@ -51,6 +51,10 @@
 #                                 projected token, bound to the pod and its Node) patches its
 #                                 own Node's podfence label; another label, its spec, another
 #                                 Node, or a token without node claim: denied.
+#   admission-policy.sh           deploy/admission-policy (ValidatingAdmissionPolicies) beside
+#                                 the webhook and with no webhook at all (no-webhook/):
+#                                 pods denied in the webhook's words, warned, admitted; an
+#                                 exclusive pod runs without the webhook; then restored.
 #   shared-pool-after-relabel.sh  the node relabelled podfence-e2e/pools=shared, the agent pod
 #                                 replaced: shared_s=X, CFS quota per millicpu, the kubelet
 #                                 refusing a pod over it.
@@ -140,6 +144,7 @@ timed() {
 . "$(dirname "$0")/metrics-auth.sh"
 . "$(dirname "$0")/coresched-tenancy.sh"
 . "$(dirname "$0")/node-patch-policy.sh"
+. "$(dirname "$0")/admission-policy.sh"
 . "$(dirname "$0")/scheduler-extender.sh"
 . "$(dirname "$0")/uninstall.sh"
 
@@ -184,6 +189,9 @@ timed tenancy prove_coresched_tenancy
 
 step "node-patch policy: the agent patches only its own Node's podfence keys"
 timed node-patch-policy prove_node_patch_policy
+
+step "admission policies: deploy/admission-policy beside the webhook, then with no webhook at all"
+timed admission-policy prove_admission_policy
 
 step "shared pool after relabel: node label podfence-e2e/pools=shared, agent pod replaced: pools default=$DEF shared_s=$X"
 timed shared-pool prove_shared_pool_after_relabel
