@@ -34,7 +34,8 @@ helm_compare() {
 # and labelled first, as docs/install.md says), then `helm upgrade`: the upgrade must keep
 # the CA (caBundle of every webhook entry and Secret podfence-webhook-ca, found through
 # lookup) and issue a new serving certificate from it; then `helm uninstall` removes every
-# object. PASS/FAIL lines through checks.sh's pass and fail.
+# object. PASS/FAIL lines through checks.sh's pass and fail. A function helm_after_install, if
+# defined, runs after the install (with KUBECONFIG as its argument).
 helm_install_upgrade() {
 	local kcfg=${1:?helm_install_upgrade: want a kubeconfig} repo=${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)}
 	local helm ns=podfence-system out before after left
@@ -61,6 +62,7 @@ helm_install_upgrade() {
 		return 1
 	fi
 	pass "helm install" "$(_hi_helm get manifest podfence | grep -c '^kind:') objects, release $(_hi_helm list -o json | jq -r '.[0] | .name + " " + .status')"
+	if declare -F helm_after_install >/dev/null; then helm_after_install "$kcfg"; fi
 	before=$(_hi_tls)
 	if ! out=$(_hi_helm upgrade podfence "$repo/deploy/helm/podfence" "$@" 2>&1); then
 		fail "helm upgrade" "$(tr '\n' ' ' <<<"$out")"
@@ -78,8 +80,19 @@ helm_install_upgrade() {
 		fail "helm uninstall" "$(tr '\n' ' ' <<<"$out")"
 		return 1
 	fi
-	left=$(_hi_kubectl get clusterrole,clusterrolebinding,mutatingwebhookconfiguration,validatingwebhookconfiguration,validatingadmissionpolicy -o name | grep podfence || true)
-	left+=$(_hi_kubectl -n "$ns" get all,configmap,secret,serviceaccount,poddisruptionbudget -o name 2>/dev/null | grep -v 'configmap/kube-root-ca.crt' || true)
+	# What the cluster, not the chart, keeps in the namespace: kube-controller-manager's
+	# configmap/kube-root-ca.crt and serviceaccount/default. The DaemonSet's and Deployment's
+	# pods end after their owners are deleted: up to 60 s.
+	_hi_left() {
+		_hi_kubectl get clusterrole,clusterrolebinding,mutatingwebhookconfiguration,validatingwebhookconfiguration,validatingadmissionpolicy -o name | grep podfence
+		_hi_kubectl -n "$ns" get all,configmap,secret,serviceaccount,poddisruptionbudget -o name 2>/dev/null |
+			grep -vx -e 'configmap/kube-root-ca.crt' -e 'serviceaccount/default'
+	}
+	for _ in $(seq 60); do
+		left=$(_hi_left || true)
+		[[ -z $left || $left == *clusterrole* || $left == *webhookconfiguration* ]] && break
+		sleep 1
+	done
 	if [[ -z $left ]]; then
 		pass "helm uninstall" "no podfence object left"
 	else

@@ -69,8 +69,12 @@
 #                                 core-sched=unsupported); with a fake Node fake-smt
 #                                 (core-sched=supported) the extender is asked to prioritize
 #                                 and the group pod is bound there; fake node and pods deleted.
-#   uninstall.sh                  last: `kubectl delete -k`; nothing of podfence left in the
+#   uninstall.sh                  `kubectl delete -k`; nothing of podfence left in the
 #                                 API; what stays on the node, as the README lists it.
+#   helm-e2e.sh                   last: deploy/helm/podfence with the same values (image, pool
+#                                 configs, profiles, node label): `helm install --wait` (the
+#                                 agent and webhook pods ready), its webhook mutates a pool pod,
+#                                 `helm upgrade` keeps the CA, `helm uninstall` leaves nothing.
 #
 # Output: one `PASS <what>: <facts>` / `FAIL <what>: <why>` line per check on stdout, progress
 # on stderr, last `e2e-node: N passed, M failed`. Exit 1 on any failure (with log tails).
@@ -147,6 +151,8 @@ timed() {
 . "$(dirname "$0")/admission-policy.sh"
 . "$(dirname "$0")/scheduler-extender.sh"
 . "$(dirname "$0")/uninstall.sh"
+. "$(dirname "$0")/helm-install.sh"
+. "$(dirname "$0")/helm-e2e.sh"
 
 trap on_exit EXIT
 trap 'exit 130' INT TERM
@@ -204,5 +210,8 @@ timed scheduler prove_scheduler_extender
 
 step "uninstall: kubectl delete -k; what stays on the node"
 timed uninstall prove_uninstall
+
+step "Helm: deploy/helm/podfence installed (--wait), upgraded, uninstalled with the e2e's values"
+timed helm prove_helm_install
 
 finished=1
