@@ -111,7 +111,7 @@ on_exit() {
 		fail "clean-up" "left behind: $(tr '\n' ';' <<<"$left")"
 	fi
 	local times="" k
-	for k in tools control-plane node kubelet deploy exclusive-pool privileges shared-pool lifecycle scheduler uninstall; do
+	for k in tools control-plane node kubelet deploy exclusive-pool privileges metrics-auth tenancy node-patch-policy admission-policy shared-pool lifecycle scheduler uninstall helm; do
 		[[ -n ${TIMES[$k]:-} ]] && times+=" $k=${TIMES[$k]}s"
 	done
 	pf_log "e2e-node finished in $(pf_elapsed "$T0")s ($times ); logs in $PF_WORK"
