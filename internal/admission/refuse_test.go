@@ -57,6 +57,13 @@ func TestRefusals(t *testing.T) {
 			"podfence.io/shared_caas=1m")),
 			msg: `container "app": resource podfence.io/exclusive_dp=1500m: ` +
 				`` + whole + "\n" + `container "b": resource podfence.io/shared_caas=1m: ` + milli},
+		// The device plugin's annotation, set by a pod.
+		{name: "a pod choosing its exclusive CPUs", pod: testPod("s", "annotation:podfence.io/exclusive-cpus=3",
+			"annotation:podfence.io/exclusive-cpus.exclusive_dp=4-5", ctr("app")), mutateOK: true,
+			msg: `annotation podfence.io/exclusive-cpus="3" is set on the pod: it is podfence's device plugin's, on containers only; ` +
+				`a pod asks for exclusive CPUs with the resource podfence.io/<pool>` + "\n" +
+				`annotation podfence.io/exclusive-cpus.exclusive_dp="4-5" is set on the pod: it is podfence's device plugin's, on ` +
+				`containers only; a pod asks for exclusive CPUs with the resource podfence.io/<pool>`},
 		// EPC resources.
 		{name: "EPC: a fraction of a byte", pod: testPod("s", "init", ctr("app", "sgx.intel.com/epc=1500m")),
 			msg: `init container "app": resource sgx.intel.com/epc=1500m: want a whole number of bytes above 0, such as 64Mi (the ` +

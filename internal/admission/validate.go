@@ -3,10 +3,14 @@ package admission
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/podapi"
 )
 
@@ -31,7 +35,21 @@ func Validate(pod *corev1.Pod, cfg *Config) error {
 	if _, err = coresched.RequestOf(pod.Labels); err == nil {
 		err = checkTenancy(pod, cfg)
 	}
-	errs = append(errs, err)
+	errs = append(errs, err, checkGivenCPUs(pod.Annotations))
+	return errors.Join(errs...)
+}
+
+// checkGivenCPUs refuses podfence.io/exclusive-cpus (and .<pool>) on a pod: it is the device
+// plugin's answer to the kubelet, a container annotation; a pod that sets it would choose its
+// CPUs under a runtime that copies pod annotations into containers.
+func checkGivenCPUs(annotations map[string]string) error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(annotations)) {
+		if k == podapi.AnnotationExclusiveCPUs || strings.HasPrefix(k, podapi.AnnotationExclusiveCPUs+".") {
+			errs = append(errs, fmt.Errorf("annotation %s=%q is set on the pod: it is podfence's device plugin's, on containers "+
+				"only; a pod asks for exclusive CPUs with the resource %s/<pool>", k, clip(annotations[k], 64), pools.DefaultDomain))
+		}
+	}
 	return errors.Join(errs...)
 }
 
