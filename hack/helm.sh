@@ -195,6 +195,15 @@ render "$tmp/cm-chart.yaml" podfence-system --set namespace.create=true --set we
 rendered "cert-manager + extender" "$tmp/cm-chart.yaml" podfence-system
 expect "cert-manager + extender = kustomize deploy/ (components cert-manager, extender)" "$check" compare "$tmp/cm.yaml" "$tmp/cm-chart.yaml"
 
+# 3b. The agent privileged (cgroup v2 nodes with VM sandboxes), as deploy/'s component.
+kustomize_copy "$tmp/priv" podfence-system 's/^  # - agent-privileged\(.*\)$/  - agent-privileged/'
+grep -q '^  - agent-privileged$' "$tmp/priv/kustomization.yaml" ||
+	die "deploy/kustomization.yaml: no line '  # - agent-privileged' to switch on the privileged agent"
+# shellcheck disable=SC2046
+render "$tmp/priv-chart.yaml" podfence-system --set namespace.create=true --set agent.privileged=true $(secret_tls "$tmp/priv/certs")
+rendered "agent privileged" "$tmp/priv-chart.yaml" podfence-system
+expect "agent.privileged = kustomize deploy/ (component agent-privileged)" "$check" compare "$tmp/priv.yaml" "$tmp/priv-chart.yaml"
+
 # 4. Another namespace: every reference follows, as in deploy/ (deploy_namespace_test.go).
 kustomize_copy "$tmp/moved" pf-moved
 # shellcheck disable=SC2046

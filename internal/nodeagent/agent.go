@@ -29,6 +29,7 @@ import (
 	"github.com/podfence/podfence/internal/observe/metrics"
 	"github.com/podfence/podfence/internal/sandbox"
 	vmenforce "github.com/podfence/podfence/internal/sandbox/enforce"
+	"github.com/podfence/podfence/internal/sandbox/host"
 )
 
 // HostnameLabel is the node label the agent sets from NodeName when it is not given.
@@ -335,6 +336,9 @@ func vmSandboxes(cfg Config, node *plan.Node, reg prometheus.Registerer, log *sl
 	proc := cfg.CoreSched.ProcRoot
 	if proc == "" {
 		proc = "/proc"
+	}
+	if why := host.MigrationBlocked(proc); why != "" {
+		log.Warn("VM sandboxes cannot be placed", "reason", why)
 	}
 	x := vmenforce.New(vmenforce.Config{Root: cfg.CgroupRoot, Proc: proc, Runtimes: rts, EmptyCPUs: node.Pools.Default.CPUs}, log)
 	if err := reg.Register(x.Collector()); err != nil {
