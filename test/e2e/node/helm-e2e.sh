@@ -26,6 +26,8 @@ prove_helm_install() {
 # writes the pool request annotation of a shared-pool pod (server-side dry run).
 helm_after_install() {
 	local k=(kubectl --kubeconfig "$1" --request-timeout=30s) pods out
+	# helm --wait counts a DaemonSet ready with desired - maxUnavailable pods ready: 0 of 1 here.
+	"${k[@]}" -n podfence-system wait --for=condition=Ready pod -l "$AGENT_SEL" --timeout=120s >/dev/null 2>&1 || true
 	pods=$("${k[@]}" -n podfence-system get pods -l "$AGENT_SEL" -o json | jq -r '[.items[] | .metadata.name + " " +
 		.spec.containers[0].image + " ready=" + ([.status.conditions[]? | select(.type == "Ready") | .status] | join(""))] | join(", ")')
 	pods+="; "$("${k[@]}" -n podfence-system get pods -l "$WEBHOOK_SEL" -o json | jq -r '[.items[] | .metadata.name + " ready=" +
