@@ -45,3 +45,20 @@ qemu_stop() {
 qemu_result() {
   tr -d '\r' <"$1" | grep -a '^PODFENCE-QEMU-RESULT:' | tail -n1 || true
 }
+
+# qemu_workdir PREFIX: a new work dir in $work, removed on exit (kept with
+# PODFENCE_QEMU_KEEP=1) after the guest is stopped; ^C exits 130.
+qemu_workdir() {
+  work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  trap qemu_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
+qemu_cleanup() {
+  qemu_stop
+  if [ "${PODFENCE_QEMU_KEEP:-}" = 1 ]; then
+    log "kept $work"
+  else
+    rm -rf "$work"
+  fi
+}

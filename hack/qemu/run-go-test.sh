@@ -29,18 +29,8 @@ t0=$(date +%s)
 kernel=$(bash "$here/kernel.sh" | tail -n1)
 t_kernel=$(date +%s)
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/podfence-qemu.XXXXXX")
 . "$here/qemu.sh"
-cleanup() {
-  qemu_stop
-  if [ "${PODFENCE_QEMU_KEEP:-}" = 1 ]; then
-    log "kept $work"
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+qemu_workdir podfence-qemu
 
 root=$work/root
 mkdir -p "$root"/{dev,proc,sys,tmp}

@@ -42,17 +42,7 @@ t_tools=$(date +%s)
 kernel=$(bash "$here/kernel.sh" | tail -n1)
 t_kernel=$(date +%s)
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/podfence-qemu-node.XXXXXX")
-cleanup() {
-  qemu_stop
-  if [ "${PODFENCE_QEMU_KEEP:-}" = 1 ]; then
-    log "kept $work"
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+qemu_workdir podfence-qemu-node
 
 root=$work/root
 bin=$root/usr/local/bin
