@@ -111,6 +111,20 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseRequestAPI(t *testing.T) {
+	cfg, err := Parse("poolconfig-a.yaml", []byte(`pools: {exclusive_a: {cpus: 2-3, requestAPI: dra}, `+
+		`exclusive_b: {cpus: 4, requestAPI: devicePlugin}, shared_a: {cpus: 5}, default: {cpus: 0-1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"default": false, "exclusive_a": true, "exclusive_b": false, "shared_a": false}
+	for _, p := range cfg.Pools {
+		if p.ViaDRA() != want[p.Name] || p.API == "" {
+			t.Errorf("pool %s: API %q, ViaDRA %v; want ViaDRA %v", p.Name, p.API, p.ViaDRA(), want[p.Name])
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	const src = "poolconfig-a.yaml: "
 	tests := []struct {
@@ -150,6 +164,11 @@ func TestParseErrors(t *testing.T) {
 		{name: "unknown hyperThreadingPolicy", yaml: `pools: {exclusive_a: {cpus: 1, hyperThreadingPolicy: single}}`,
 			want: `pool "exclusive_a": hyperThreadingPolicy "single": unknown policy (allowed: singleThreaded, multiThreaded; unset ` +
 				`means singleThreaded)`},
+		{name: "unknown requestAPI", yaml: `pools: {exclusive_a: {cpus: 1, requestAPI: DRA}}`,
+			want: `pool "exclusive_a": requestAPI "DRA": unknown value (allowed: devicePlugin, dra; unset means devicePlugin)`},
+		{name: "default pool through DRA", yaml: `pools: {default: {cpus: 0, requestAPI: dra}}`,
+			want: `pool "default": requestAPI "dra": a default-type pool is not requested (allowed: devicePlugin, or leave it ` +
+				`unset; only exclusive and shared pools are requested through DRA)`},
 		{name: "policy is case-sensitive", yaml: `pools: {exclusive_a: {cpus: 1, hyperThreadingPolicy: SingleThreaded}}`,
 			want: `pool "exclusive_a": hyperThreadingPolicy "SingleThreaded": unknown policy (allowed: singleThreaded, multiThreaded; ` +
 				`unset means singleThreaded)`},
@@ -177,10 +196,10 @@ func TestParseErrors(t *testing.T) {
 		{name: "no pools: empty mapping", yaml: "pools: {}\nnodeSelector: {nodeType: caas}",
 			want: `pools: no pools defined (want at least one, such as pools: {default: {cpus: "0-1"}})`},
 		{name: "unknown field in a pool", yaml: `pools: {exclusive_a: {cpu: 1}}`,
-			want: `pool "exclusive_a": cpu: unknown field (allowed: cpus, hyperThreadingPolicy, pooltype)` + "\n" +
+			want: `pool "exclusive_a": cpu: unknown field (allowed: cpus, hyperThreadingPolicy, pooltype, requestAPI)` + "\n" +
 				src + `pool "exclusive_a": cpus: no CPUs (cpus is empty or missing; want a CPU list such as "2-5,8")`},
 		{name: "unquoted CPU list with commas in a flow mapping", yaml: `pools: {shared_a: {cpus: 0-3,8}}`,
-			want: `pool "shared_a": 8: unknown field (allowed: cpus, hyperThreadingPolicy, pooltype); in {...} a CPU list with commas must be ` +
+			want: `pool "shared_a": 8: unknown field (allowed: cpus, hyperThreadingPolicy, pooltype, requestAPI); in {...} a CPU list with commas must be ` +
 				`quoted, as in {cpus: "0-3,8"}`},
 		{name: "unknown top-level field", yaml: "pools: {default: {cpus: 0}}\nnodeselector: {a: b}",
 			want: `nodeselector: unknown field (allowed: pools, nodeSelector, resourceBaseName, exclusiveCPUs, unpooledCPUs, ` +
@@ -209,7 +228,7 @@ func TestParseErrors(t *testing.T) {
 			want: `does not match the pool config format: line 1: cannot unmarshal a list into pools (a mapping of pool names to pools)`},
 		{name: "pool is a string", yaml: "pools: {default: 0-1}",
 			want: "does not match the pool config format: line 1: cannot unmarshal a string `0-1` into a pool (a mapping with cpus, " +
-				"hyperThreadingPolicy, pooltype)"},
+				"hyperThreadingPolicy, pooltype, requestAPI)"},
 		{name: "cpus is a list", yaml: "pools: {default: {cpus: [0, 1]}}",
 			want: `does not match the pool config format: line 1: cannot unmarshal a list into a string`},
 		{name: "nodeSelector is a list", yaml: "pools: {default: {cpus: 0}}\nnodeSelector: [a]",

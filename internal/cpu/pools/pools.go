@@ -110,12 +110,26 @@ const (
 	AllLabels SelectorMatch = "all"
 )
 
+// RequestAPI says how pods request a pool's CPUs.
+type RequestAPI string
+
+const (
+	// DevicePlugin is the default: the pool is an extended resource the agent's device
+	// plugin advertises (<domain>/<pool>), requested in a container's resources.
+	DevicePlugin RequestAPI = "devicePlugin"
+	// DRA: the pool is published by the DRA driver (podfence-dra) as devices in
+	// ResourceSlices and requested with ResourceClaims; the device plugin leaves it out, so
+	// one CPU is never offered through both.
+	DRA RequestAPI = "dra"
+)
+
 // Pool is one named CPU pool.
 type Pool struct {
 	Name     string
 	Type     allocation.PoolType // TypeOf(Name)
 	CPUs     cpuset.CPUSet       // in a Config: as listed, never empty; in a Node: the online CPUs the pool owns
 	HTPolicy HTPolicy            // SingleThreaded when the config sets none
+	API      RequestAPI          // DevicePlugin when the config sets none ("" means it too)
 
 	// Devices and WholeCores are set by Resolve, for exclusive pools. Devices holds one CPU
 	// per request unit, the CPU the unit is known by (a device of the pool's extended
@@ -128,6 +142,9 @@ type Pool struct {
 	// threads (multiThreaded under Cores, CPU-Pooler's meaning).
 	WholeCores bool
 }
+
+// ViaDRA says whether pods request the pool through DRA (requestAPI: dra).
+func (p Pool) ViaDRA() bool { return p.API == DRA }
 
 // Config is one parsed pool config file.
 type Config struct {

@@ -83,6 +83,14 @@ func (c *Config) Validate() error {
 			errs = append(errs, cerr(p, "hyperThreadingPolicy", string(p.HTPolicy),
 				"unknown policy (allowed: %s, %s; unset means %s)", SingleThreaded, MultiThreaded, SingleThreaded))
 		}
+		switch {
+		case p.API != "" && p.API != DevicePlugin && p.API != DRA:
+			errs = append(errs, cerr(p, "requestAPI", string(p.API), "unknown value (allowed: %s, %s; unset means %s)",
+				DevicePlugin, DRA, DevicePlugin))
+		case p.API == DRA && TypeOf(p.Name) == allocation.TypeDefault:
+			errs = append(errs, cerr(p, "requestAPI", string(p.API), "a default-type pool is not requested "+
+				"(allowed: %s, or leave it unset; only exclusive and shared pools are requested through DRA)", DevicePlugin))
+		}
 		clash := map[string][]int{} // CPUs of p that an earlier pool holds, by that pool
 		for _, cpu := range p.CPUs.List() {
 			if q, taken := owner[cpu]; taken {
