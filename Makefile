@@ -15,6 +15,7 @@ all: build test
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/podfence ./cmd/podfence
 	CGO_ENABLED=0 $(GO) build -o bin/podfence-extender ./cmd/podfence-extender
+	CGO_ENABLED=0 $(GO) build -o bin/podfence-dra ./cmd/podfence-dra
 
 # Unit and integration tests (no root needed), with vet, gofmt and staticcheck.
 test: lint unit

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the podfence image without a Docker daemon and pushes it (deploy/Dockerfile builds the
-# same image with docker): the static podfence and podfence-extender binaries in
+# same image with docker): the static podfence, podfence-extender and podfence-dra binaries in
 # /usr/local/bin on a busybox layer (Debian's busybox-static and a symlink per applet: the
 # agent DaemonSet's initContainer uses its sh, cp, chmod and mv), entrypoint
 # /usr/local/bin/podfence, no command. Two layers: busybox (the same bytes every time: a
@@ -15,9 +15,9 @@
 # Options:
 #   -t, --tag REF      image reference to push (required); a registry on loopback is spoken
 #                      to in plain HTTP (crane's rule for localhost and 127.0.0.1)
-#   --version V        main.version of both binaries (default: git describe --always --dirty,
+#   --version V        main.version of the binaries (default: git describe --always --dirty,
 #                      else dev)
-#   --bin-dir DIR      also leave the two binaries in DIR
+#   --bin-dir DIR      also leave the binaries in DIR
 # Environment:
 #   GO        go command (default go); the build uses the ordinary Go build cache
 #   CRANE     crane command (default: crane on PATH, else go run ...cmd/crane@v0.22.1)
@@ -72,7 +72,7 @@ arch=$("$go" env GOARCH)
 
 # The binaries, as deploy/Dockerfile builds them.
 mkdir -p "$tmp/bin/usr/local/bin"
-for cmd in podfence podfence-extender; do
+for cmd in podfence podfence-extender podfence-dra; do
 	(cd "$repo" && CGO_ENABLED=0 GOOS=linux "$go" build -trimpath -ldflags "-s -w -X main.version=$version" \
 		-o "$tmp/bin/usr/local/bin/$cmd" "./cmd/$cmd") || die "go build ./cmd/$cmd failed"
 done
@@ -109,7 +109,7 @@ digest=$("${crane[@]}" digest "$ref" 2>>"$tmp/crane.log") || die "crane digest $
 
 if [[ -n $bindir ]]; then
 	mkdir -p "$bindir"
-	cp "$tmp/bin/usr/local/bin/podfence" "$tmp/bin/usr/local/bin/podfence-extender" "$bindir/"
+	cp "$tmp/bin/usr/local/bin/podfence" "$tmp/bin/usr/local/bin/podfence-extender" "$tmp/bin/usr/local/bin/podfence-dra" "$bindir/"
 fi
 name=$ref
 [[ ${ref##*/} != *:* ]] || name=${ref%:*} # without the tag

@@ -27,7 +27,11 @@ func (n *Node) ConfigText() string {
 		if meaning == Cores && p.Type == allocation.TypeExclusive {
 			cpus = p.Devices
 		}
-		fmt.Fprintf(&b, "  %s: {cpus: %q, hyperThreadingPolicy: %s}\n", p.Name, cpus.String(), p.HTPolicy)
+		api := ""
+		if p.ViaDRA() {
+			api = ", requestAPI: " + string(DRA)
+		}
+		fmt.Fprintf(&b, "  %s: {cpus: %q, hyperThreadingPolicy: %s%s}\n", p.Name, cpus.String(), p.HTPolicy, api)
 	}
 	return b.String()
 }

@@ -351,7 +351,7 @@ func TestResolveHandBuilt(t *testing.T) {
 }
 
 // TestConfigText: the layout written as a config resolves to the same layout (pools, CPUs,
-// devices, units, unused CPUs, domain), for each meaning and for unpooled CPUs joining the
+// devices, units, request API, unused CPUs, domain), for each meaning and for unpooled CPUs joining the
 // default pool or not.
 func TestConfigText(t *testing.T) {
 	topo := newTopo(t, 8, 2, "") // core c: CPUs c and c+8
@@ -362,6 +362,7 @@ func TestConfigText(t *testing.T) {
 		"exclusiveCPUs: threads\nunpooledCPUs: default\npools: {default: {cpus: 0}, exclusive_m: {cpus: \"2-3,10\", " +
 			"hyperThreadingPolicy: multiThreaded}, exclusive_s: {cpus: \"4,12\"}}",
 		"pools: {default: {cpus: \"0,10\"}, exclusive_s: {cpus: \"2\"}}",
+		"pools: {default: {cpus: 0}, shared_d: {cpus: 1, requestAPI: dra}, exclusive_d: {cpus: \"2-3\", requestAPI: dra}}",
 	} {
 		first, err := Resolve(mustParse(t, "poolconfig-a.yaml", yaml), topo)
 		if err != nil {
@@ -375,7 +376,7 @@ func TestConfigText(t *testing.T) {
 		describe := func(n *Node) string {
 			s := fmt.Sprintf("unused %s domain %s\n", n.Unused, n.Config.ResourceBaseName)
 			for _, p := range n.Pools {
-				s += fmt.Sprintf("%s %s %s devices %s whole %v\n", p.Name, p.CPUs, p.HTPolicy, p.Devices, p.WholeCores)
+				s += fmt.Sprintf("%s %s %s devices %s whole %v dra %v\n", p.Name, p.CPUs, p.HTPolicy, p.Devices, p.WholeCores, p.ViaDRA())
 			}
 			return s
 		}
