@@ -55,6 +55,21 @@ func TestParseQoSRefused(t *testing.T) {
 	}
 }
 
+// TestParseQoSClipped: an error quotes a value of up to 64 bytes whole, and the first 64
+// bytes of a longer one, marked as cut.
+func TestParseQoSClipped(t *testing.T) {
+	for _, tc := range []struct{ in, quoted string }{
+		{in: "BE=" + strings.Repeat("x", 61), quoted: "BE=" + strings.Repeat("x", 61)},
+		{in: "BE=" + strings.Repeat("x", 62), quoted: "BE=" + strings.Repeat("x", 61) + "…"},
+		{in: "BE=" + strings.Repeat("ü", 31), quoted: "BE=" + strings.Repeat("ü", 30) + "…"}, // no half character
+	} {
+		_, err := ParseQoS(tc.in)
+		if want := `QoS knobs "` + tc.quoted + `": `; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%d bytes: %v\nwant the prefix %s", len(tc.in), err, want)
+		}
+	}
+}
+
 // TestQoSFlag: repeated flags build on each other; a bad value keeps the rules.
 func TestQoSFlag(t *testing.T) {
 	r := DefaultQoS()

@@ -29,6 +29,8 @@ type fakeNode struct {
 	calls     []string
 	fail      map[string]error // op ("create", "share", "get") → error of its next call
 	support   kernel.Support
+	unread    int // probes still to read cookies back as 0, as in the first seconds after boot
+	probes    int
 	startTick int
 }
 
@@ -145,6 +147,13 @@ func (n *fakeNode) tasks(pid int, s kernel.Scope) ([]int, error) {
 	return out, nil
 }
 
+// failNext makes the next call of op ("create", "share", "get") fail with err.
+func (n *fakeNode) failNext(op string, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.fail[op] = err
+}
+
 func (n *fakeNode) failed(op string) error {
 	err := n.fail[op]
 	delete(n.fail, op)
@@ -196,7 +205,17 @@ func (n *fakeNode) Get(pid int) (kernel.Cookie, error) {
 	return n.cookie[pid], nil
 }
 
-func (n *fakeNode) Probe() kernel.Support { return n.support }
+func (n *fakeNode) Probe() kernel.Support {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.probes++
+	s := n.support
+	if n.unread > 0 {
+		n.unread--
+		s.Readable = false
+	}
+	return s
+}
 
 // manager starts a Manager on the fake node with cfg's policy fields.
 func (n *fakeNode) manager(cfg Config) (*Manager, *prometheus.Registry) {

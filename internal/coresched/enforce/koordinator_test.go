@@ -179,6 +179,13 @@ func TestCPUIdle(t *testing.T) {
 	if got := n.cpuIdle("/kubepods/podbe"); got != "1" {
 		t.Errorf("after Synchronize: cpu.idle %q, want 1", got)
 	}
+	if r := m2.State().(Report); r.CPUIdle.Set != 1 {
+		t.Errorf("after Synchronize: %+v, want the live pod counted", r.CPUIdle)
+	}
+	must(t, m2.Synchronize(ctx, nil, nil)) // the pod went while the agent was away
+	if r := m2.State().(Report); r.CPUIdle.Set != 0 {
+		t.Errorf("after Synchronize without the pod: %+v, want it forgotten", r.CPUIdle)
+	}
 	m.RemovePodSandbox(ctx, be)
 	if r := m.State().(Report); r.CPUIdle.Set != 1 {
 		t.Errorf("after RemovePodSandbox: %+v", r.CPUIdle)

@@ -270,3 +270,72 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestStartCgroupFromPid: a container whose runtime chose its cgroup itself (no cgroups
+// path in the event) is found through its init's /proc/<pid>/cgroup: it gets its cookie, and
+// a process that enters that cgroup later is repaired into its group.
+func TestStartCgroupFromPid(t *testing.T) {
+	n := newFakeNode(t)
+	m, _ := n.manager(Config{})
+	pod := fakePod("p1", "shop")
+	ctr := fakeCtr(pod, "app", 110)
+	ctr.Linux.CgroupsPath = ""
+	const path = "/runtime-chosen/app"
+	n.spawn(path, 110, 111)
+	must(t, m.StartContainer(ctx, pod, ctr))
+	want := n.cookieOf(110)
+	if want == 0 || n.cookieOf(111) != want {
+		t.Fatalf("cookies %#x, %#x: want one new cookie", want, n.cookieOf(111))
+	}
+	n.spawn(path, 130)
+	if rep := m.reconcile(false); rep.Repaired != 1 || n.cookieOf(130) != want {
+		t.Errorf("reconcile %+v, pid 130 %#x: want it repaired to %#x", rep, n.cookieOf(130), want)
+	}
+	// Without a pid either, there is nothing to find the cgroup by.
+	lost := fakeCtr(pod, "lost", 0)
+	lost.Linux.CgroupsPath = ""
+	if err := m.StartContainer(ctx, pod, lost); err == nil || !strings.Contains(err.Error(), "find the cgroup: empty cgroups path") {
+		t.Errorf("no path, no pid: err = %v", err)
+	}
+}
+
+// TestStartEveryProcess: every process already in a container's cgroup gets the cookie, for
+// the member that creates the group's cookie and for one that shares it.
+func TestStartEveryProcess(t *testing.T) {
+	n := newFakeNode(t)
+	m, _ := n.manager(Config{})
+	pod := fakePod("p1", "shop")
+	web, db := fakeCtr(pod, "web", 110), fakeCtr(pod, "db", 120)
+	n.spawn(cgroupOf(web), 110)
+	n.spawn(cgroupOf(web), 115, 116)
+	n.spawn(cgroupOf(db), 120)
+	n.spawn(cgroupOf(db), 125)
+	n.spawn(cgroupOf(db), 127)
+	must(t, m.StartContainer(ctx, pod, web))
+	must(t, m.StartContainer(ctx, pod, db))
+	want := n.cookieOf(110)
+	for _, tid := range []int{115, 116, 120, 125, 127} {
+		if c := n.cookieOf(tid); c != want || c == 0 {
+			t.Errorf("task %d: cookie %#x, want the group's %#x", tid, c, want)
+		}
+	}
+}
+
+// TestContainerWithoutSandboxID: a container event that names no pod sandbox belongs to the
+// pod of the event: the pod sandbox's removal forgets it.
+func TestContainerWithoutSandboxID(t *testing.T) {
+	n := newFakeNode(t)
+	m, reg := n.manager(Config{})
+	pod := fakePod("p1", "shop")
+	ctr := fakeCtr(pod, "app", 110)
+	ctr.PodSandboxId = ""
+	n.spawn(cgroupOf(ctr), 110)
+	must(t, m.StartContainer(ctx, pod, ctr))
+	m.RemovePodSandbox(ctx, pod)
+	if s := m.Status(); s.Members != 0 || s.Groups != 0 {
+		t.Errorf("after the pod sandbox's removal: %+v, want nothing recorded", s)
+	}
+	if n, err := testutil.GatherAndCount(reg, "podfence_coresched_container"); err != nil || n != 0 {
+		t.Errorf("%d member series left, %v", n, err)
+	}
+}

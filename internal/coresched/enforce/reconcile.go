@@ -137,7 +137,10 @@ func (m *Manager) wrongTasks(pid int, want kernel.Cookie) ([]target, int) {
 			wrong = append(wrong, target{pid: tid, scope: kernel.Thread, tasks: 1})
 		}
 	}
-	if len(wrong) > 1 && len(wrong) == len(tids) {
+	switch len(wrong) {
+	case 0:
+		return nil, len(tids)
+	case len(tids): // the whole process, and any thread it starts meanwhile
 		return []target{{pid: pid, scope: kernel.Process, tasks: len(wrong)}}, len(tids)
 	}
 	return wrong, len(tids)

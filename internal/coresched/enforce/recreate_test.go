@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/coresched/kernel"
 )
 
 // TestSandboxRecreated: the kubelet re-creates a dead pod sandbox under the same pod UID,
@@ -81,5 +83,43 @@ podfence_coresched_container{container="late",group="pod:uid-p1",pod="shop/p1",s
 				t.Errorf("%d member series left, %v", n, err)
 			}
 		})
+	}
+}
+
+// TestRestartedContainerSeries: a container restarted under a new ID has one series, with
+// the state of its latest instance (here a failed start replaces "ok"); when an instance
+// goes while others remain, the series shows the remaining instance of the lowest ID.
+func TestRestartedContainerSeries(t *testing.T) {
+	n := newFakeNode(t)
+	m, reg := n.manager(Config{})
+	pod := fakePod("p1", "shop")
+	instance := func(id string, pid int) *api.Container {
+		c := fakeCtr(pod, "app", pid)
+		c.Id = id
+		c.Linux.CgroupsPath = "/kubepods/podp1/" + id
+		n.spawn(cgroupOf(c), pid)
+		return c
+	}
+	series := func(state string) string {
+		return `
+# HELP podfence_coresched_container A container (container="" for the pod sandbox), its group and its cookie state; value 1.
+# TYPE podfence_coresched_container gauge
+podfence_coresched_container{container="app",group="ns:shop",pod="shop/p1",state="` + state + `"} 1
+`
+	}
+	a, b, c := instance("c1", 110), instance("c2", 120), instance("c3", 130)
+	must(t, m.StartContainer(ctx, pod, a))
+	n.failNext("get", kernel.ErrNoPermission) // b cannot read a's cookie, and so creates one
+	n.failNext("create", kernel.ErrNoPermission)
+	if err := m.StartContainer(ctx, pod, b); !errors.Is(err, kernel.ErrNoPermission) {
+		t.Fatalf("second instance: %v, want a failed start", err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(series("failed")), "podfence_coresched_container"); err != nil {
+		t.Errorf("after a failed restart: %v", err)
+	}
+	must(t, m.StartContainer(ctx, pod, c))
+	m.RemoveContainer(ctx, pod, c)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(series("ok")), "podfence_coresched_container"); err != nil {
+		t.Errorf("after the third instance's removal (c1 ok, c2 failed remain): %v", err)
 	}
 }

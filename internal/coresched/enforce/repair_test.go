@@ -39,14 +39,15 @@ func TestReconcile(t *testing.T) {
 	must(t, m.StartContainer(ctx, pod, ctr))
 	want := n.cookieOf(110)
 	n.spawn(cgroupOf(ctr), 130, 131) // kubectl exec, missed by the watcher
+	n.spawn(cgroupOf(ctr), 140)      // a single-threaded one: the process too
 	n.setCookie(0xbad, 112)          // one thread changed behind the agent's back
 	n.takeCalls()
 
 	rep := m.reconcile(false)
-	if rep.Members != 1 || rep.Tasks != 5 || rep.Repaired != 3 || rep.Exited != 0 || len(rep.Errs) != 0 {
-		t.Errorf("report %+v: want 1 member, 5 tasks, 3 repaired", rep)
+	if rep.Members != 1 || rep.Tasks != 6 || rep.Repaired != 4 || rep.Exited != 0 || len(rep.Errs) != 0 {
+		t.Errorf("report %+v: want 1 member, 6 tasks, 4 repaired", rep)
 	}
-	for _, tid := range []int{110, 111, 112, 130, 131} {
+	for _, tid := range []int{110, 111, 112, 130, 131, 140} {
 		if c := n.cookieOf(tid); c != want {
 			t.Errorf("task %d: %#x, want %#x", tid, c, want)
 		}
@@ -57,26 +58,27 @@ func TestReconcile(t *testing.T) {
 			shares = append(shares, c)
 		}
 	}
-	if !slices.Equal(shares, []string{"share 110>112 thread", "share 110>130 process"}) {
+	if !slices.Equal(shares, []string{"share 110>112 thread", "share 110>130 process", "share 110>140 process"}) {
 		t.Errorf("shares %q", shares)
 	}
-	if len(repairs) != 2 || repairs[1].By != "reconcile" || repairs[1].Scope != kernel.Process {
+	if len(repairs) != 3 || repairs[1].By != "reconcile" || repairs[1].Scope != kernel.Process {
 		t.Errorf("repairs %+v", repairs)
 	}
-	if got := testutil.ToFloat64(m.met.repaired.WithLabelValues("reconcile")); got != 3 {
-		t.Errorf("repaired metric %v, want 3", got)
+	if got := testutil.ToFloat64(m.met.repaired.WithLabelValues("reconcile")); got != 4 {
+		t.Errorf("repaired metric %v, want 4", got)
 	}
 
 	// A healthy container costs one GET per task and nothing else.
 	rep = m.reconcile(false)
 	calls := n.takeCalls()
-	if rep.Repaired != 0 || len(calls) != 5 {
+	if rep.Repaired != 0 || len(calls) != 6 {
 		t.Errorf("second pass: %+v, calls %q", rep, calls)
 	}
 
 	// All processes gone: the member is forgotten, and its group with it.
 	n.kill(110)
 	n.kill(130)
+	n.kill(140)
 	if rep := m.reconcile(false); rep.Exited != 1 || m.Status().Groups != 0 {
 		t.Errorf("after exit: %+v, status %+v", rep, m.Status())
 	}
@@ -126,8 +128,10 @@ func TestHandle(t *testing.T) {
 	if got := n.takeCalls(); !slices.Equal(got, []string{"get 141", "get 110", "share 110>141 thread"}) {
 		t.Errorf("new thread: calls %q", got)
 	}
-	if len(repairs) != 2 || repairs[0].Event != "exec" || repairs[0].Delay <= 0 || repairs[1].Scope != kernel.Thread {
-		t.Errorf("repairs %+v", repairs)
+	// The delay runs from the event's kernel time to the repair: no longer than the test's wait.
+	if since := time.Duration(procevents.Now() - int64(now)); len(repairs) != 2 || repairs[0].Event != "exec" ||
+		repairs[0].Delay <= 0 || repairs[0].Delay > since || repairs[1].Scope != kernel.Thread {
+		t.Errorf("repairs %+v, want the exec's delay within %s", repairs, since)
 	}
 	if got := testutil.CollectAndCount(m.met.delay); got != 2 {
 		t.Errorf("delay histogram series %d, want exec and fork", got)
@@ -173,5 +177,27 @@ func TestRun(t *testing.T) {
 	off, _ := newFakeNode(t).manager(Config{Disabled: true})
 	if err := off.Run(ctx); err != nil || off.Status().Err != errDisabled {
 		t.Errorf("disabled: Run %v, status %+v", err, off.Status())
+	}
+}
+
+// TestSharedCgroup: containers of one pod can share one cgroup (a VM sandbox's pod cgroup
+// under Kata's sandbox_cgroup_only): when one of them is removed, a process that enters the
+// cgroup still gets the group's cookie from the watcher.
+func TestSharedCgroup(t *testing.T) {
+	n := newFakeNode(t)
+	m, _ := n.manager(Config{})
+	pod := fakePod("p1", "shop")
+	a, b := fakeCtr(pod, "a", 110), fakeCtr(pod, "b", 120)
+	a.Linux.CgroupsPath, b.Linux.CgroupsPath = "/kubepods/podp1", "/kubepods/podp1"
+	n.spawn("/kubepods/podp1", 110)
+	must(t, m.StartContainer(ctx, pod, a))
+	n.spawn("/kubepods/podp1", 120)
+	must(t, m.StartContainer(ctx, pod, b))
+	want := n.cookieOf(110)
+	m.RemoveContainer(ctx, pod, a)
+	n.spawn("/kubepods/podp1", 130)
+	m.handle(procevents.Event{What: procevents.Exec, Pid: 130, Tgid: 130})
+	if got := n.cookieOf(130); got != want || got == 0 {
+		t.Errorf("exec in the shared cgroup after a's removal: %#x, want b's group's %#x", got, want)
 	}
 }

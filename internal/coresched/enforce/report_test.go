@@ -25,6 +25,9 @@ func TestState(t *testing.T) {
 	r.Extensions = map[string]json.RawMessage{status.SectionCoreSched: b}
 	var cs status.CoreSched
 	must(t, r.Section(status.SectionCoreSched, &cs))
+	if rep := m.State().(Report); !rep.Supported || rep.Reason != "" {
+		t.Errorf("supported %v, reason %q: want supported", rep.Supported, rep.Reason)
+	}
 	want := status.CoreSchedContainer{Namespace: "shop", Pod: "p1", Container: "web", Group: "ns:shop", State: "ok"}
 	if len(cs.Containers) != 1 || cs.Containers[0] != want {
 		t.Errorf("section %s: want only %+v", b, want)
@@ -46,4 +49,7 @@ func TestDegraded(t *testing.T) {
 		t.Fatalf("degraded %+v: want the explicit one only", d)
 	}
 	t.Log(d[0].Message)
+	if rep := m.State().(Report); rep.Supported || rep.Reason != "probe: no SMT: core scheduling needs sibling hyperthreads" {
+		t.Errorf("supported %v, reason %q: want unsupported, with the probe's reason", rep.Supported, rep.Reason)
+	}
 }

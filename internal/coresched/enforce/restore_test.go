@@ -1,6 +1,8 @@
 package enforce
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -67,5 +69,50 @@ func TestSynchronize(t *testing.T) {
 	must(t, m2.StartContainer(ctx, shop, g))
 	if n.cookieOf(140) != 0x100 {
 		t.Errorf("new member after restart: %#x, want 0x100", n.cookieOf(140))
+	}
+}
+
+// TestSynchronizeMemberVote: a member votes with the cookie most of its threads carry, so a
+// restarted agent keeps that cookie and repairs the odd thread, not the others.
+func TestSynchronizeMemberVote(t *testing.T) {
+	n := newFakeNode(t)
+	pod := fakePod("p1", "shop")
+	a := fakeCtr(pod, "a", 110)
+	n.spawn(cgroupOf(a), 110, 111, 112)
+	n.setCookie(0x100, 110, 111)
+	n.setCookie(0x200, 112)
+	m, _ := n.manager(Config{})
+	must(t, m.Synchronize(ctx, []*api.PodSandbox{pod}, []*api.Container{a}))
+	for _, tid := range []int{110, 111, 112} {
+		if got := n.cookieOf(tid); got != 0x100 {
+			t.Errorf("task %d: %#x, want the majority's 0x100", tid, got)
+		}
+	}
+}
+
+// TestSynchronizeOldestCreates: a group whose members carry no cookie gets a new one on its
+// oldest member. A process that exits while the agent reads it (its stat gone) does not
+// make its member look older than it is.
+func TestSynchronizeOldestCreates(t *testing.T) {
+	n := newFakeNode(t)
+	pod := fakePod("p1", "shop")
+	a, b := fakeCtr(pod, "a", 110), fakeCtr(pod, "b", 120)
+	n.spawn(cgroupOf(a), 110)
+	n.spawn(cgroupOf(b), 120)
+	n.spawn(cgroupOf(b), 125)
+	must(t, os.Remove(filepath.Join(n.proc, "125", "stat")))
+	m, _ := n.manager(Config{})
+	must(t, m.Synchronize(ctx, []*api.PodSandbox{pod}, []*api.Container{b, a}))
+	var creates []string
+	for _, call := range n.takeCalls() {
+		if strings.HasPrefix(call, "create ") {
+			creates = append(creates, call)
+		}
+	}
+	if !slices.Equal(creates, []string{"create 110 process"}) {
+		t.Errorf("creates %q, want one on the oldest member's init, 110", creates)
+	}
+	if c := n.cookieOf(110); c == 0 || n.cookieOf(120) != c || n.cookieOf(125) != c {
+		t.Errorf("cookies %#x %#x %#x: want one for the group", c, n.cookieOf(120), n.cookieOf(125))
 	}
 }

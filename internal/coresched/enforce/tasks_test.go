@@ -65,10 +65,14 @@ func TestStartTime(t *testing.T) {
 	writeFiles(t, root, map[string]string{
 		"7/stat": "7 (a) (b) S 1 7 7 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n",
 		"8/stat": "8 (short) S 1\n",
+		"9/stat": "9 (exact) S 1 9 9 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777\n", // field 22 the last
 	})
 	p := procFS{root: root}
 	if v, err := p.startTime(7); err != nil || v != 12345 {
 		t.Errorf("startTime(7) = %d, %v; want 12345 despite ') (' in the command", v, err)
+	}
+	if v, err := p.startTime(9); err != nil || v != 777 {
+		t.Errorf("startTime(9) = %d, %v; want 777 from a stat that ends at field 22", v, err)
 	}
 	if _, err := p.startTime(8); err == nil {
 		t.Error("startTime(8): want an error for a short stat")

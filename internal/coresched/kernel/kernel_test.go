@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -138,12 +140,68 @@ func TestRealSyscallErrors(t *testing.T) {
 	}
 	check("probe", s.Err)
 
+	// A kernel without core scheduling refuses the first prctl of each call, and the error
+	// names that step (Clear first reads the cookie of the thread it runs on).
+	step := func(op string, err error, first string) {
+		t.Helper()
+		check(op, err)
+		if want != nil && (err == nil || !strings.HasPrefix(err.Error(), first)) {
+			t.Errorf("%s: %v, want the error of its first step, %q", op, err, first)
+		}
+	}
+	step("probe", s.Err, "core scheduling CREATE pid ")
+
 	c := startChild(t, "sleep", nil)
-	check("create", Prctl{}.Create(c.pid, Process))
-	check("share", Prctl{}.Share(c.pid, c.pid, Thread))
-	check("clear", Prctl{}.Clear(c.pid, Process))
+	step("create", Prctl{}.Create(c.pid, Process), fmt.Sprintf("core scheduling CREATE pid %d process: ", c.pid))
+	step("share", Prctl{}.Share(c.pid, c.pid, Thread), fmt.Sprintf("core scheduling SHARE_FROM pid %d thread: ", c.pid))
+	step("clear", Prctl{}.Clear(c.pid, Process), "core scheduling GET pid ")
 	_, err := Prctl{}.Get(c.pid)
-	check("get", err)
+	step("get", err, fmt.Sprintf("core scheduling GET pid %d thread: ", c.pid))
+	// Process groups are a scope the kernel takes: a child in a group of its own.
+	g := startChild(t, "sleep", &syscall.SysProcAttr{Setpgid: true})
+	step("create process group", Prctl{}.Create(g.pid, ProcessGroup), fmt.Sprintf("core scheduling CREATE pid %d process-group: ", g.pid))
+}
+
+// TestSupportString: what `podfence status` and the agent's log say of the probe.
+func TestSupportString(t *testing.T) {
+	for _, tc := range []struct {
+		s    Support
+		want string
+	}{
+		{s: Support{Readable: true, CapSysPtrace: true}, want: "core scheduling available (cookies readable: true, CAP_SYS_PTRACE: true)"},
+		{s: Support{}, want: "core scheduling available (cookies readable: false, CAP_SYS_PTRACE: false)"},
+		{s: Support{Err: ErrNoSMT, Readable: true}, want: "core scheduling unavailable: no SMT: core scheduling needs sibling hyperthreads"},
+	} {
+		if got := tc.s.String(); got != tc.want || tc.s.Available() != (tc.s.Err == nil) {
+			t.Errorf("%+v: %q, available %v; want %q", tc.s, got, tc.s.Available(), tc.want)
+		}
+	}
+}
+
+// TestProbeCapSysPtrace: the probe's CAP_SYS_PTRACE is the effective set's bit, as
+// /proc/self/status shows it (CapEff).
+func TestProbeCapSysPtrace(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	var eff uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			if eff, err = strconv.ParseUint(strings.TrimSpace(v), 16, 64); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := eff&(1<<unix.CAP_SYS_PTRACE) != 0
+	if got := (Prctl{}).Probe().CapSysPtrace; got != want {
+		t.Errorf("CapSysPtrace %v, CapEff %#x says %v", got, eff, want)
+	}
+	for _, c := range []int{unix.CAP_CHOWN, unix.CAP_NET_ADMIN, unix.CAP_SYS_ADMIN, unix.CAP_SYSLOG, unix.CAP_CHECKPOINT_RESTORE} {
+		if got := hasCap(c); got != (eff&(1<<c) != 0) {
+			t.Errorf("capability %d: %v, CapEff %#x", c, got, eff)
+		}
+	}
 }
 
 // TestThrowawayThreadEnds: the thread that ran the work is gone when the call returns, and it

@@ -9,17 +9,65 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/podfence/podfence/internal/testwait"
 )
 
-// TestConn subscribes (root in the initial namespaces, CONFIG_PROC_EVENTS) and sees the
-// fork and exec of a child process.
+// kernelAnswers subscribes a netlink socket of its own with plain syscalls, not Open, and
+// reports whether the kernel acknowledges it within 2 s (CONFIG_PROC_EVENTS, CAP_NET_ADMIN in
+// the initial namespaces), and whether this process may force a socket's receive buffer
+// beyond rmem_max (CAP_NET_ADMIN). It is the oracle of what Open must manage here.
+func kernelAnswers(t *testing.T) (answers, force bool) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_CONNECTOR)
+	if err != nil {
+		t.Logf("oracle: socket: %v", err)
+		return false, false
+	}
+	defer unix.Close(fd)
+	force = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 1<<20) == nil
+	kernel := &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
+	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
+	if err := errors.Join(unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc}),
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv),
+		unix.Sendto(fd, Request(1, Listen), 0, kernel)); err != nil {
+		t.Logf("oracle: subscribe: %v", err)
+		return false, force
+	}
+	defer unix.Sendto(fd, Request(1, Ignore), 0, kernel)
+	buf := make([]byte, 64<<10)
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			continue // EAGAIN after the timeout, ENOBUFS
+		}
+		evs, _ := Parse(buf[:n])
+		for _, ev := range evs {
+			if ev.What == None {
+				return ev.Err == 0, force
+			}
+		}
+	}
+	t.Log("oracle: no answer within 2s")
+	return false, force
+}
+
+// TestConn subscribes and sees the fork and exec of a child process, wherever the kernel
+// answers a subscription; its socket's buffer is forced to 4 MiB when the process may.
 func TestConn(t *testing.T) {
+	answers, force := kernelAnswers(t)
+	if !answers {
+		t.Skip("the kernel does not answer a process-event subscription here")
+	}
 	c, err := Open(2 * time.Second)
 	if err != nil {
-		t.Skipf("cannot subscribe to process events here: %v", err)
+		t.Fatalf("Open: %v (a plain subscription works here)", err)
 	}
 	defer c.Close()
+	if size := rcvbuf(t, c); force && size < 4<<20 {
+		t.Errorf("receive buffer %d bytes, want at least 4 MiB with CAP_NET_ADMIN", size)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
@@ -84,4 +132,20 @@ func parkedInRead() bool {
 		}
 	}
 	return false
+}
+
+// rcvbuf is the receive buffer of c's socket as the kernel reports it.
+func rcvbuf(t *testing.T, c *Conn) int {
+	t.Helper()
+	rc, err := c.f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int
+	var serr error
+	if err := rc.Control(func(fd uintptr) { size, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) }); err != nil ||
+		serr != nil {
+		t.Fatal(err, serr)
+	}
+	return size
 }

@@ -2,8 +2,10 @@ package procevents
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/hex"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -124,3 +126,90 @@ func FuzzParse(f *testing.F) {
 }
 
 func littleEndian() bool { return ne.Uint16([]byte{1, 0}) == 1 }
+
+// message builds one netlink message of type typ: the connector header of the process
+// connector, whose len field says cnLen (-1: the event's size), then a proc_event of kind
+// what (cpu 1, time 5) with data.
+func message(typ uint16, what What, data []byte, cnLen int) []byte {
+	ev := make([]byte, procHdrLen, procHdrLen+len(data))
+	ne.PutUint32(ev[0:], uint32(what))
+	ne.PutUint32(ev[4:], 1)
+	ne.PutUint64(ev[8:], 5)
+	ev = append(ev, data...)
+	if cnLen < 0 {
+		cnLen = len(ev)
+	}
+	b := make([]byte, nlHdrLen+cnMsgLen, nlHdrLen+cnMsgLen+len(ev))
+	ne.PutUint32(b[0:], uint32(nlHdrLen+cnMsgLen+len(ev)))
+	ne.PutUint16(b[4:], typ)
+	ne.PutUint32(b[nlHdrLen:], cnIdxProc)
+	ne.PutUint32(b[nlHdrLen+4:], cnValProc)
+	ne.PutUint16(b[nlHdrLen+16:], uint16(cnLen))
+	return append(b, ev...)
+}
+
+// header is a netlink message of type typ without a payload (16 bytes).
+func header(typ uint16) []byte {
+	b := make([]byte, nlHdrLen)
+	ne.PutUint32(b, nlHdrLen)
+	ne.PutUint16(b[4:], typ)
+	return b
+}
+
+// cut shortens a one-message datagram to n bytes, its netlink length with it.
+func cut(b []byte, n int) []byte {
+	b = slices.Clone(b[:n])
+	ne.PutUint32(b, uint32(n))
+	return b
+}
+
+func u32s(vs ...uint32) []byte {
+	b := make([]byte, 4*len(vs))
+	for i, v := range vs {
+		ne.PutUint32(b[4*i:], v)
+	}
+	return b
+}
+
+// TestParseBounds: messages and events of exactly the size their kind needs are read; one
+// byte less is an error naming what is short; a payload-less no-op message is skipped; the
+// connector's length, not the netlink one, bounds an event.
+func TestParseBounds(t *testing.T) {
+	const done, noop = 3, 1 // NLMSG_DONE, NLMSG_NOOP
+	exec := message(done, Exec, u32s(7, 8), -1)
+	exit := message(done, Exit, nil, -1)
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want []Event
+		err  string
+	}{
+		{name: "exec of exactly 8 data bytes", b: exec, want: []Event{{What: Exec, CPU: 1, Time: 5, Pid: 7, Tgid: 8}}},
+		{name: "fork of exactly 16 data bytes", b: message(done, Fork, u32s(1, 2, 3, 4), -1),
+			want: []Event{{What: Fork, CPU: 1, Time: 5, ParentPid: 1, ParentTgid: 2, Pid: 3, Tgid: 4}}},
+		{name: "an event kind without data", b: exit, want: []Event{{What: Exit, CPU: 1, Time: 5}}},
+		{name: "a no-op header between events", b: cat(exec, header(noop), exit),
+			want: []Event{{What: Exec, CPU: 1, Time: 5, Pid: 7, Tgid: 8}, {What: Exit, CPU: 1, Time: 5}}},
+		{name: "a header without its connector message", b: cat(exec, header(done)),
+			want: []Event{{What: Exec, CPU: 1, Time: 5, Pid: 7, Tgid: 8}}, err: "connector message of 0 bytes: want at least 20"},
+		{name: "a connector message without an event", b: cut(message(done, None, nil, 0), nlHdrLen+cnMsgLen),
+			err: "proc_event of 0 bytes: want at least 16"},
+		{name: "a connector message whose event is empty", b: message(done, Exec, u32s(7, 8), 0),
+			err: "proc_event of 0 bytes: want at least 16"},
+		{name: "the connector's length cuts the event", b: message(done, Exec, u32s(7, 8, 9), procHdrLen+4),
+			err: "exec event with 4 data bytes: want 8"},
+		{name: "a second message cut short", b: cat(exit, exec[:40]), want: []Event{{What: Exit, CPU: 1, Time: 5}},
+			err: "netlink message at byte 52: length 60, 40 bytes left"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs, err := Parse(tc.b)
+			if (err == nil) != (tc.err == "") || err != nil && err.Error() != tc.err {
+				t.Errorf("err = %v, want %q", err, tc.err)
+			}
+			if !slices.Equal(evs, tc.want) {
+				t.Errorf("events %+v\nwant   %+v", evs, tc.want)
+			}
+		})
+	}
+}

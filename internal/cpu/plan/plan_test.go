@@ -90,6 +90,8 @@ func TestPlanDecisions(t *testing.T) {
 			idled: "14-15", exclusive: "6,7"},
 		{name: "exclusive plus shared: union cpuset, quota covers both", c: ctr("m", req("exclusive_m", "2", "shared_s", "200")),
 			pool: "exclusive_m", cpus: "1-2,9-10", mems: "0", quota: 220000, exclusive: "2,10", shared: "1,9"},
+		{name: "a default-type pool beside an exclusive one is passed over", c: ctr("d", req("default", "1", "exclusive_m", "2")),
+			pool: "exclusive_m", cpus: "2,10", mems: "0", exclusive: "2,10"},
 		{name: "given CPUs used as given", c: func() Container {
 			c := ctr("g", req("exclusive_m", "2"))
 			c.ExclusiveCPUs = cpuset.New(4, 12)
