@@ -2,6 +2,7 @@ package admission
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,4 +106,23 @@ func applyMutation(t *testing.T, pod *corev1.Pod, cfg *Config) *corev1.Pod {
 		t.Fatal(err)
 	}
 	return applyPatch(t, pod, patch)
+}
+
+// TestProfileNamespaces: a profile without namespaces gives its group to pods of every
+// namespace; one with namespaces to pods of those only, and the first that matches wins.
+func TestProfileNamespaces(t *testing.T) {
+	ps, err := ParseProfiles("p.yaml", []byte("- {namespaces: [batch], policy: exclusive}\n- {group: everyone}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Profiles: ps}
+	for ns, want := range map[string]map[string]string{
+		"batch":   {"podfence.io/core-sched-policy": "exclusive"},
+		"shop":    {"podfence.io/core-sched-group": "everyone"},
+		"default": {"podfence.io/core-sched-group": "everyone"},
+	} {
+		if got := applyMutation(t, testPod(ns, ctr("app")), cfg).Labels; !maps.Equal(got, want) {
+			t.Errorf("namespace %s: labels %v, want %v", ns, got, want)
+		}
+	}
 }

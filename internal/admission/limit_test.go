@@ -69,7 +69,7 @@ func TestLimiter(t *testing.T) {
 	testwait.Eventually(t, "one waiting", func() bool { _, n := l.state(); return n == 2 })
 	cancel() // five gives up: one, now first, fits
 	for _, want := range []string{"five context canceled", "one <nil>"} {
-		if g := <-got; g != want {
+		if g := within(t, got, want); g != want {
 			t.Fatalf("%s, want %s", g, want)
 		}
 	}
@@ -77,16 +77,19 @@ func TestLimiter(t *testing.T) {
 		t.Fatalf("used %d, waiting %d; want 7, 0", used, n)
 	}
 	wait("four", 4, ctx, time.Millisecond) // does not fit before its wait ends
-	if g := <-got; g != "four busy" {
+	if g := within(t, got, "four busy"); g != "four busy" {
 		t.Fatalf("%s, want four busy", g)
 	}
 	wait("nine", 9, ctx, time.Hour)
 	testwait.Eventually(t, "nine waiting", func() bool { _, n := l.state(); return n == 1 })
-	l.release(6)
-	l.release(1)
-	if g := <-got; g != "nine <nil>" {
+	l.release(6) // 9 next to the 1 still held fills the limiter exactly: it fits
+	if g := within(t, got, "nine <nil>"); g != "nine <nil>" {
 		t.Fatalf("%s, want nine <nil>", g)
 	}
+	if used, n := l.state(); used != 10 || n != 0 {
+		t.Fatalf("used %d, waiting %d; want 10, 0", used, n)
+	}
+	l.release(1)
 	l.release(9)
 	if used, n := l.state(); used != 0 || n != 0 {
 		t.Fatalf("used %d, waiting %d; want 0, 0", used, n)
@@ -359,6 +362,19 @@ func TestRequestEndStopsWork(t *testing.T) {
 	}
 }
 
+// TestTimeoutParameter: a timeout in the URL that is no positive duration is ignored: the
+// review runs, within Limits.Timeout, and is answered.
+func TestTimeoutParameter(t *testing.T) {
+	h := NewHandler(func() *Config { return testConfig(t) }, discardLog())
+	body := reviewJSON(t, testPod("telco", ctr("app", "podfence.io/exclusive_dp=1")))
+	for _, timeout := range []string{"0s", "-1s", "soon", "1h"} {
+		rec := answerWithin(t, h, jsonRequest(PathMutate+"?timeout="+timeout, body))
+		if rec.Code != http.StatusOK {
+			t.Errorf("timeout=%s: status %d, body %q; want 200", timeout, rec.Code, rec.Body)
+		}
+	}
+}
+
 // TestEndedRequestNotReviewed: a request that ends while its body is read is not decoded.
 func TestEndedRequestNotReviewed(t *testing.T) {
 	g := newGate(testConfig(t))
@@ -480,6 +496,26 @@ func TestMessageBounded(t *testing.T) {
 	if got := message(errors.New("é"+strings.Repeat("x", 200)), 1); got != "… (more left out)" {
 		t.Errorf("message cut inside a rune: %q", got)
 	}
+	// A message of n bytes exactly is whole; one of n+1 is cut to n and marked.
+	for _, tc := range []struct{ text, want string }{
+		{strings.Repeat("x", 100), strings.Repeat("x", 100)},
+		{strings.Repeat("x", 101), strings.Repeat("x", 100) + "… (more left out)"},
+	} {
+		if got := message(errors.New(tc.text), 100); got != tc.want {
+			t.Errorf("message of %d bytes cut to 100: %d bytes ending %q, want %q", len(tc.text), len(got), got[max(0, len(got)-20):],
+				tc.want[len(tc.want)-20:])
+		}
+	}
+	// Only errors.Join's errors are written one by one; any other error, one that wraps
+	// several included, reads as its Error().
+	two := fmt.Errorf("pool %w; epc %w", errors.New("a"), errors.New("b"))
+	if got := message(errors.Join(two, errors.New("c")), 1000); got != "pool a; epc b\nc" {
+		t.Errorf("message %q, want %q", got, "pool a; epc b\nc")
+	}
+	// Bytes that start no rune, however many, are cut away whole, never read before the text.
+	if got := message(errors.New("\x80\x80\x80\x80"), 2); got != "… (more left out)" {
+		t.Errorf("message of continuation bytes: %q", got)
+	}
 }
 
 // TestBoundResponse: refusals and warnings quote the pod; a response bounds them.
@@ -495,6 +531,31 @@ func TestBoundResponse(t *testing.T) {
 	b, _ := json.Marshal(r)
 	if len(b) > maxMessageBytes+maxWarnings*(maxWarningBytes+40) {
 		t.Errorf("response of %d bytes", len(b))
+	}
+	// maxWarnings warnings are all kept; one more, and the last two become a count.
+	r = &admissionv1.AdmissionResponse{}
+	for i := range maxWarnings {
+		r.Warnings = append(r.Warnings, fmt.Sprint("warning ", i))
+	}
+	if boundResponse(r); len(r.Warnings) != maxWarnings || r.Warnings[maxWarnings-1] != "warning 15" {
+		t.Errorf("%d warnings: %d kept, the last %q; want all", maxWarnings, len(r.Warnings), r.Warnings[len(r.Warnings)-1])
+	}
+	r.Warnings = append(r.Warnings, "warning 16")
+	if boundResponse(r); len(r.Warnings) != maxWarnings || r.Warnings[maxWarnings-1] != "2 more warnings left out" {
+		t.Errorf("%d warnings: %d kept, the last %q; want %d, the last a count of 2", maxWarnings+1, len(r.Warnings),
+			r.Warnings[len(r.Warnings)-1], maxWarnings)
+	}
+	// At the bounds exactly, nothing is cut; one byte more, and the text is cut and marked.
+	atBound, over := strings.Repeat("w", maxWarningBytes), strings.Repeat("w", maxWarningBytes+1)
+	r = &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: strings.Repeat("m", maxMessageBytes)},
+		Warnings: []string{atBound, over}}
+	boundResponse(r)
+	if len(r.Result.Message) != maxMessageBytes || r.Warnings[0] != atBound {
+		t.Errorf("message of %d bytes, first warning %.20q…: want them whole at the bound", len(r.Result.Message), r.Warnings[0])
+	}
+	if want := atBound + "… (513 bytes)"; r.Warnings[1] != want {
+		t.Errorf("warning one byte over the bound: %d bytes ending %q, want %d bytes ending %q", len(r.Warnings[1]),
+			r.Warnings[1][max(0, len(r.Warnings[1])-20):], len(want), want[len(want)-20:])
 	}
 }
 

@@ -36,6 +36,19 @@ func TestRefusals(t *testing.T) {
 			msg: `container "app": resource podfence.io/exclusive_dp=0: ` + whole},
 		{name: "more exclusive CPUs than any node has IDs", pod: testPod("s", ctr("app", "nokia.k8s.io/exclusive_dp=9000")),
 			msg: `container "app": resource nokia.k8s.io/exclusive_dp=9k: ` + whole},
+		{name: "one exclusive CPU more than the most", pod: testPod("s", ctr("app", "podfence.io/exclusive_dp=8193")),
+			msg: `container "app": resource podfence.io/exclusive_dp=8193: ` + whole},
+		{name: "one millicpu more than the most", pod: testPod("s", ctr("app", "podfence.io/shared_caas=8192001")),
+			msg: `container "app": resource podfence.io/shared_caas=8192001: ` + milli},
+		{name: "no millicpu", pod: testPod("s", ctr("app", "podfence.io/shared_caas=0")),
+			msg: `container "app": resource podfence.io/shared_caas=0: ` + milli},
+		{name: "every bad resource of a container, EPC too", pod: testPod("s", ctr("app", "req nokia.k8s.io/exclusive_rt=1",
+			"podfence.io/exclusive_dp=0", "podfence.io/shared_caas=0.5", "podfence.io/shared_web=1", "sgx.intel.com/epc=0")),
+			msg: `container "app": resource nokia.k8s.io/exclusive_rt=1: set in requests only: set limits (requests default to them)` +
+				"\n" + `container "app": resource podfence.io/exclusive_dp=0: ` + whole +
+				"\n" + `container "app": resource podfence.io/shared_caas=500m: ` + milli +
+				"\n" + `container "app": resource sgx.intel.com/epc=0: want a whole number of bytes above 0, such as 64Mi (the ` +
+				`agent reads 0 as no limit)`},
 		{name: "negative", pod: testPod("s", ctr("app", "podfence.io/exclusive_dp=-1")),
 			msg: `container "app": resource podfence.io/exclusive_dp=-1: ` + whole},
 		{name: "requests differ from limits", pod: testPod("s", ctr("app", "podfence.io/exclusive_dp=2", "req podfence.io/exclusive_dp=1")),

@@ -165,6 +165,7 @@ func TestCountValues(t *testing.T) {
 		`{"a,{[":"\",{["}`:             1,
 		`["\\",{}]`:                    3,
 		`"unterminated\`:               0,
+		`{"cut short`:                  1,
 	} {
 		if got := countValues([]byte(doc), 100); got != want {
 			t.Errorf("countValues(%s) = %d, want %d", doc, got, want)
@@ -173,4 +174,68 @@ func TestCountValues(t *testing.T) {
 	if got := countValues([]byte(strings.Repeat("[", 50)), 10); got != 11 {
 		t.Errorf("countValues past the limit = %d, want 11", got)
 	}
+}
+
+// TestReviewAtTheBounds: a body of MaxReviewBytes and a pod of maxPodValues values are
+// reviewed, whether the body's length is given or not; one byte or one value more is refused.
+func TestReviewAtTheBounds(t *testing.T) {
+	h := NewHandler(func() *Config { return testConfig(t) }, discardLog())
+	review := string(reviewJSON(t, testPod("telco", ctr("app", "podfence.io/exclusive_dp=1"))))
+	padded := func(n int) []byte { return []byte(review + strings.Repeat(" ", n-len(review))) }
+	// values pads the pod to n JSON values with an array of nulls.
+	values := func(n int) []byte {
+		pod := string(podJSON(t, testPod("telco", ctr("app", "podfence.io/exclusive_dp=1"))))
+		pad := n - countValues([]byte(pod), n) - 2 // the array and the comma after it, then a comma before each more null
+		pod = strings.Replace(pod, "{", `{"x":[null`+strings.Repeat(",null", pad)+"],", 1)
+		return reviewOf(t, "705ab4f5-6393-11e8-b7cc-42010a800002", "telco", []byte(pod))
+	}
+	const allowed = `"allowed":true`
+	for _, tc := range []struct {
+		name          string
+		body          []byte
+		unknownLength bool
+		status        int
+		msg           string // in the answer
+	}{
+		{name: "MaxReviewBytes", body: padded(MaxReviewBytes), status: 200, msg: allowed},
+		{name: "MaxReviewBytes, length not given", body: padded(MaxReviewBytes), unknownLength: true, status: 200, msg: allowed},
+		{name: "a byte more, length not given", body: padded(MaxReviewBytes + 1), unknownLength: true, status: 413,
+			msg: "request body over 4194304 bytes"},
+		{name: "a small body, length not given", body: []byte(review), unknownLength: true, status: 200, msg: allowed},
+		{name: "maxPodValues", body: values(maxPodValues), status: 200, msg: allowed},
+		{name: "a value more", body: values(maxPodValues + 1), status: 400, msg: "the request's pod has over 5000 JSON values"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := jsonRequest(PathMutate, tc.body)
+			if tc.unknownLength {
+				req.ContentLength = -1
+			}
+			rec := answerWithin(t, h, req)
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.msg) {
+				t.Errorf("status %d, body %.300s\nwant %d with %s", rec.Code, rec.Body, tc.status, tc.msg)
+			}
+		})
+	}
+}
+
+// TestPodNamespaceFromRequest: a pod without a namespace, as a user may create it, is in the
+// request's: a profile for that namespace gives it its group.
+func TestPodNamespaceFromRequest(t *testing.T) {
+	h := NewHandler(func() *Config { return testConfig(t) }, discardLog())
+	pod := testPod("", "label:tier=dataplane", ctr("fwd"))
+	rec := serveBounded(t, h, PathMutate, reviewOf(t, "705ab4f5-6393-11e8-b7cc-42010a800002", "telco", podJSON(t, pod)))
+	want := `[{"op":"add","path":"/metadata/labels/podfence.io~1core-sched-group","value":"dataplane"}]`
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || string(out.Response.Patch) != want {
+		t.Errorf("answer %s (%v)\nwant the patch %s", rec.Body, err, want)
+	}
+}
+
+func podJSON(t *testing.T, pod *corev1.Pod) []byte {
+	t.Helper()
+	b, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -95,13 +95,11 @@ func (a *Plugin) createHooks(ctx context.Context, pod *api.PodSandbox, ctr *api.
 func (a *Plugin) notify(event string, call func(Extension) (bool, error)) error {
 	var errs []error
 	for _, ext := range a.exts {
-		var has bool
-		err := guard(ext, event, func() error {
-			var err error
-			has, err = call(ext)
+		err := guard(ext, event, func() error { // an extension without the hook returns nil
+			_, err := call(ext)
 			return err
 		})
-		if has && err != nil {
+		if err != nil { // the hook's error, or its panic
 			a.log.Error("extension failed", "event", event, "extension", ext.Name(), "err", err)
 			errs = append(errs, err)
 		}

@@ -34,9 +34,25 @@ func (c created) period() uint64 {
 // create creates and starts a container in pod. The runtime applies the adjustment's CPU
 // settings, as containerd does to the OCI spec.
 func (rt *runtime) create(pod *api.PodSandbox, name string, annotations map[string]string) (created, error) {
+	return rt.createSpec(pod, name, annotations, &api.LinuxCPU{})
+}
+
+// mustCreateWith creates a container whose spec, as the kubelet made it, has the CPU settings
+// cpu (a CPU limit's CFS quota, say), and fails the test on error.
+func (rt *runtime) mustCreateWith(pod *api.PodSandbox, name string, cpu *api.LinuxCPU) created {
+	rt.tb.Helper()
+	c, err := rt.createSpec(pod, name, nil, cpu)
+	if err != nil {
+		rt.tb.Fatalf("CreateContainer %s/%s: %v", pod.Name, name, err)
+	}
+	return c
+}
+
+// createSpec is create from a spec with the CPU settings cpu.
+func (rt *runtime) createSpec(pod *api.PodSandbox, name string, annotations map[string]string, cpu *api.LinuxCPU) (created, error) {
 	id := rt.nextID("ctr")
 	ctr := &api.Container{Id: id, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED,
-		Annotations: annotations, Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{}}}}
+		Annotations: annotations, Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: cpu}}}
 	b := rt.nri.BlockPluginSync()
 	rpl, err := rt.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod,
 		Container: proto.Clone(ctr).(*api.Container)})

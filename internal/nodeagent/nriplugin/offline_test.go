@@ -5,6 +5,7 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
 )
 
 func topoWithOffline(t *testing.T, offline string) *topology.Topology {
@@ -60,4 +61,23 @@ func TestOfflineCPUs(t *testing.T) {
 	}
 	check(t, rt.mustCreate(rt.runPod("d", poolReq(`{"c": {"exclusive_b": 4}}`)), "c", nil),
 		want{cpus: "6-7,14-15", mems: "1", exclusive: "6,7,14,15"})
+}
+
+// TestRestartWithAHeldCPUOffline: an agent started with no checkpoint while CPU 4 is offline
+// rebuilds a container that runs on 4,12 (exclusive_b: 2) with both CPUs, so that when CPU 4
+// comes back it is still that container's; CPU 12 is not handed out meanwhile.
+func TestRestartWithAHeldCPUOffline(t *testing.T) {
+	var rn node
+	rn.run(rn.pod("a", poolReq(`{"c": {"exclusive_b": 2}}`)), "c", "4,12", 0, 0)
+	a := synced(t, newNode(t, testTopology+",offline=4", testPools), nritest.NoCheckpoint{}, &rn)
+	checkHeld(t, "after the restart", a.Allocations(), "a:c:4,12")
+	if _, err := createOn(t, a, rn.pod("x", nil), "c1", "c", exclusiveCPUs("12")); err == nil {
+		t.Error("CPU 12, which the running container runs on, handed out")
+	}
+	if err := a.SetTopology(topoWithOffline(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := createOn(t, a, rn.pod("y", nil), "c2", "c", exclusiveCPUs("4")); err == nil {
+		t.Error("CPU 4, back online, handed out while its container runs")
+	}
 }
