@@ -5,6 +5,16 @@
 // file (the environment marker that names the claim in its containers); unpreparing removes
 // both. The grants on disk are the driver's only state, so a restarted driver, or kubelet,
 // finds every prepared claim as it was.
+//
+// A grant lists the pods its claim is reserved for (status.reservedFor), and the node agent
+// lets only those use it. The kubelet calls NodePrepareResources once per claim, for its
+// first pod on the node; a later pod sharing the prepared claim is not announced. So the
+// driver watches each prepared claim (one narrow watch per claim, none for others) and
+// rewrites its grant when the reserved pods change. The agent may therefore refuse a second
+// pod's container for a short window ("reserved for pods …, not for pod …"), between the
+// pod's reservation and the grant's update; the kubelet retries the container with backoff
+// and the retry is let in. Pods leave the grant when the claim controller drops them (they
+// have ended); the grant itself goes only when the kubelet unprepares the claim.
 package driver
 
 import (
@@ -33,6 +43,10 @@ type Driver struct {
 
 	mu  sync.Mutex
 	inv *dra.Inventory // the devices published last
+
+	// claimMu orders the changes of stored grants (prepare, unprepare, syncPods).
+	claimMu sync.Mutex
+	claims  *claimWatch // the prepared claims, watched for their reserved pods
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -46,7 +60,8 @@ func (d *Driver) inventory() *dra.Inventory {
 // PrepareResourceClaims grants each claim its devices. A claim with a stored grant keeps it
 // (a kubelet or driver restart prepares again): only pods newly in its reservedFor are added.
 // A new claim's grant is worked out by Inventory.Grant against the devices published now and
-// the grants of the other prepared claims, then stored, then its CDI spec is written.
+// the grants of the other prepared claims, then stored, then its CDI spec is written. A
+// prepared claim is watched from then on (syncPods).
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, claim := range claims {
@@ -58,6 +73,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			out[claim.UID] = kubeletplugin.PrepareResult{Err: err}
 			continue
 		}
+		d.claims.add(c.UID, c.Namespace, c.Name)
 		out[claim.UID] = kubeletplugin.PrepareResult{Devices: devices(c)}
 		log.Info("claim prepared", "pods", g.PodUIDs, "exclusive", fmt.Sprint(g.Exclusive), "shared", g.Shared, "epcBytes", g.EPCBytes)
 	}
@@ -65,6 +81,8 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 }
 
 func (d *Driver) prepare(c dra.Claim, log *slog.Logger) (grant.Grant, error) {
+	d.claimMu.Lock()
+	defer d.claimMu.Unlock()
 	g, err := d.store.Get(c.UID)
 	switch {
 	case err == nil:
@@ -123,24 +141,30 @@ func devices(c dra.Claim) []kubeletplugin.Device {
 	return out
 }
 
-// UnprepareResourceClaims removes each claim's CDI spec file and grant; a claim not prepared
-// is not an error.
+// UnprepareResourceClaims removes each claim's CDI spec file and grant and stops watching
+// it; a claim not prepared is not an error.
 func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(claims))
 	for _, c := range claims {
 		uid := string(c.UID)
-		err := d.cdi.remove(uid)
-		if err == nil {
-			err = d.store.Delete(uid)
+		if err := d.unprepare(uid); err != nil {
+			out[c.UID] = fmt.Errorf("claim %s (%s): %w", c.NamespacedName, uid, err)
+			continue
 		}
-		if err != nil {
-			err = fmt.Errorf("claim %s (%s): %w", c.NamespacedName, uid, err)
-		} else {
-			d.log.Info("claim unprepared", "claim", c.NamespacedName.String(), "uid", uid)
-		}
-		out[c.UID] = err
+		d.claims.remove(uid)
+		d.log.Info("claim unprepared", "claim", c.NamespacedName.String(), "uid", uid)
+		out[c.UID] = nil
 	}
 	return out, nil
+}
+
+func (d *Driver) unprepare(uid string) error {
+	d.claimMu.Lock()
+	defer d.claimMu.Unlock()
+	if err := d.cdi.remove(uid); err != nil {
+		return err
+	}
+	return d.store.Delete(uid)
 }
 
 // HandleError logs errors of the helper's background work; one that is not recoverable ends

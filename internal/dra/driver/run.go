@@ -45,9 +45,9 @@ type Config struct {
 func ClaimsDir(stateDir string) string { return filepath.Join(stateDir, "claims") }
 
 // Run serves the kubelet plugin until ctx ends: it reads the node, restores the CDI spec files
-// of the stored grants, registers with the kubelet, publishes the node's ResourceSlices and
-// republishes them when a reload finds other devices. It returns nil when ctx ends, or the
-// error that stopped it.
+// of the stored grants and watches their claims, registers with the kubelet, publishes the
+// node's ResourceSlices and republishes them when a reload finds other devices. It returns
+// nil when ctx ends, or the error that stopped it, once its watches have stopped.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.NodeName == "" || cfg.Client == nil {
 		return errors.New("DRA driver: a node name and an API server client are needed")
@@ -59,8 +59,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	kctx := klog.NewContext(ctx, logr.FromSlogHandler(log.Handler()))
 	d := &Driver{node: cfg.NodeName, store: grant.Store{Dir: ClaimsDir(cfg.StateDir)}, cdi: cdiDir(cfg.CDIDir),
 		log: log, cancel: cancel, inv: v.inv}
+	d.claims = newClaimWatch(kctx, cfg.Client, d.syncPods)
+	defer func() { cancel(nil); d.claims.wait() }() // after the helper stopped: no prepare adds a watch
 	d.restore()
 	pluginDir := filepath.Join(cfg.PluginsDir, dra.DriverName)
 	for _, dir := range []string{pluginDir, cfg.RegistryDir} {
@@ -68,7 +71,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("DRA driver: %w", err)
 		}
 	}
-	kctx := klog.NewContext(ctx, logr.FromSlogHandler(log.Handler()))
 	helper, err := kubeletplugin.Start(kctx, d, kubeletplugin.DriverName(dra.DriverName), kubeletplugin.KubeClient(cfg.Client),
 		kubeletplugin.NodeName(cfg.NodeName), kubeletplugin.PluginDataDirectoryPath(pluginDir),
 		kubeletplugin.RegistrarDirectoryPath(cfg.RegistryDir), kubeletplugin.HealthService(false))
@@ -154,14 +156,16 @@ func publish(ctx context.Context, h *kubeletplugin.Helper, node string, v view, 
 
 // restore makes the CDI spec files agree with the stored grants: every grant's file is
 // written (a node reboot empties /var/run/cdi, and the kubelet then prepares its claims
-// again) and files of claims without a grant are removed. A grant whose CPUs the devices
-// published now do not hold is reported: its containers keep them.
+// again) and files of claims without a grant are removed. Every grant's claim is watched
+// again (its reserved pods may have changed while the driver was down). A grant whose CPUs
+// the devices published now do not hold is reported: its containers keep them.
 func (d *Driver) restore() {
 	grants, errs := d.store.List()
 	for _, err := range errs {
 		d.log.Warn("unreadable grant", "err", err)
 	}
 	have := map[string]bool{}
+	d.watchGrants(grants)
 	for _, g := range grants {
 		have[g.ClaimUID] = true
 		if err := d.cdi.write(g.ClaimUID); err != nil {
