@@ -17,6 +17,8 @@
 #   admissionPolicy.enabled, webhook.enabled false
 #                                   = deploy/ with components admission-policy and
 #                                     admission-policy/no-webhook in place of certs
+#   dra.enabled, TLS mode secret (Kubernetes 1.34)
+#                                   = deploy/ with component dra, exactly
 #   other values (domain, policies, node label, metrics auth, Prometheus objects)
 #                                   the flags and objects they promise
 #   bad values                      refused, naming the value
@@ -36,6 +38,7 @@ deploy=$repo/deploy
 HELM_VERSION=v3.22.0
 HELM_K8S_MINOR=37 # the minor version of helm $HELM_VERSION's k8s.io/client-go
 KUBE_VERSION=1.31.0 # Capabilities.KubeVersion for helm (the node e2e's API server)
+DRA_KUBE_VERSION=1.34.0 # the first with resource.k8s.io/v1, which dra.enabled needs
 cache=${PODFENCE_HELM_CACHE:-/var/cache/podfence-helm}
 go=${GO:-go}
 
@@ -236,6 +239,16 @@ else
 	pass "webhook.enabled=false: no webhook objects" "$(grep -c '^kind: ValidatingAdmissionPolicy$' "$tmp/nowebhook-chart.yaml") policies, no webhook configuration, Deployment, Service or certificate"
 fi
 
+# 5b. The DRA driver beside the agent (Kubernetes 1.34+), as deploy/'s component.
+kustomize_copy "$tmp/dra" podfence-system 's/^  # - dra\(.*\)$/  - dra/'
+grep -q '^  - dra$' "$tmp/dra/kustomization.yaml" ||
+	die "deploy/kustomization.yaml: no line '  # - dra' to switch on the DRA driver"
+# shellcheck disable=SC2046
+render "$tmp/dra-chart.yaml" podfence-system --set namespace.create=true --set dra.enabled=true \
+	--kube-version "$DRA_KUBE_VERSION" $(secret_tls "$tmp/dra/certs") # the later --kube-version wins
+rendered "DRA driver" "$tmp/dra-chart.yaml" podfence-system
+expect "dra.enabled = kustomize deploy/ (component dra)" "$check" compare "$tmp/dra.yaml" "$tmp/dra-chart.yaml"
+
 # 6. Other values: what each promises appears in the rendering.
 cat >"$tmp/custom-values.yaml" <<'EOF'
 resourceDomain: nokia.k8s.io
@@ -288,6 +301,8 @@ for values in "" "-f $tmp/custom-values.yaml" "--set webhook.tls.mode=cert-manag
 	# shellcheck disable=SC2086 # values holds separate arguments
 	expect "lint ${values:-(defaults)}" "$helm" lint --strict --kube-version "$KUBE_VERSION" "$chart" -n pf-lint $values
 done
+expect "lint --set dra.enabled=true" "$helm" lint --strict --kube-version "$DRA_KUBE_VERSION" "$chart" -n pf-lint \
+	--set dra.enabled=true --set dra.extraArgs[0]=--epc-capacity=128Mi
 
 # 7. Bad values are refused, naming the value.
 # refused NAME ERE HELM ARGS...: helm template must fail with a message matching ERE.
@@ -311,6 +326,7 @@ refused "EPC policy" "epc/policy" --set epc.policy=lax
 refused "podMonitor without metrics auth" "prometheus.podMonitor needs agent.metrics.auth kubernetes" \
 	--set prometheus.podMonitor.enabled=true --set agent.metrics.auth=none
 refused "Kubernetes before 1.30" "kubeVersion" --kube-version 1.29.0
+refused "DRA before Kubernetes 1.34" "dra.enabled needs Kubernetes 1.34" --set dra.enabled=true
 refused "admission policy maxEPC" "admissionPolicy/maxEPC" --set admissionPolicy.enabled=true --set admissionPolicy.maxEPC=64MB
 
 echo "chart: $passed passed, $failed failed"

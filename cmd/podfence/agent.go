@@ -77,6 +77,9 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 		"the kubelet's pod resources API: containers of pods without a podfence.io/cpu-pools annotation get the pools of the "+
 			"devices it lists for them (empty: not read)")
 	fl.StringVar(&f.cfg.CheckpointDir, "checkpoint-dir", "/var/lib/podfence/checkpoint", "directory of allocation records")
+	fl.StringVar(&f.cfg.DRAStateDir, "dra-state-dir", nodeagent.DefaultDRAStateDir,
+		"the DRA driver's (podfence-dra) grants, one file per prepared ResourceClaim: a container whose environment names a "+
+			"claim gets its CPUs, share and SGX EPC from there (empty: such containers are refused)")
 	fl.StringVar(&f.cfg.Sysfs, "sysfs", "/sys", "root of the sysfs tree to read the CPU topology from")
 	fl.StringVar(&f.cfg.StartBinary, "start-binary", "",
 		"host path of the (static) podfence binary bind-mounted into containers with a process pinning annotation (default: this "+
@@ -150,6 +153,7 @@ func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
 	defer stop()
 	log.Info("starting", "version", version, "socket", f.cfg.Socket, "plugin", f.cfg.PluginIndex+"-"+f.cfg.PluginName,
 		"pools", f.cfg.Pools, "node", f.cfg.NodeName, "podResources", f.cfg.PodResourcesSocket, "checkpoint", f.cfg.CheckpointDir,
+		"draStateDir", f.cfg.DRAStateDir,
 		"sysfs", f.cfg.Sysfs,
 		"startBinary", f.cfg.StartBinary, "cgroupRoot", f.cfg.CgroupRoot, "epcPolicy", f.cfg.EPCPolicy, "epcApplyAt", f.cfg.EPCApplyAt,
 		"metrics", f.cfg.MetricsAddress, "metricsAuth", f.cfg.MetricsAuth, "vmRuntimes", strings.Join(f.cfg.VMRuntimes, ","))

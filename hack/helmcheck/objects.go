@@ -39,10 +39,11 @@ type Object struct {
 }
 
 // clusterScoped lists the kinds of deploy/ and the chart that have no namespace. kustomize
-// gives ValidatingAdmissionPolicy one (its schema predates the kind); the API server drops it.
+// gives ValidatingAdmissionPolicy and DeviceClass one (its schema predates the kinds); the API
+// server drops it.
 var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
 	"ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterIssuer",
-	"PriorityClass", "CustomResourceDefinition"}
+	"PriorityClass", "CustomResourceDefinition", "DeviceClass"}
 
 // maxDocument bounds one YAML document (a rendering is far smaller).
 const maxDocument = 4 << 20

@@ -45,6 +45,31 @@ func (c *Config) knownPools() []string {
 	return slices.Compact(names)
 }
 
+// draPools returns the pools that every config declaring them has pods request through DRA
+// (requestAPI: dra), sorted: no device plugin advertises them as extended resources. A pool
+// some config offers through the device plugin is not one.
+func (c *Config) draPools() []string {
+	if c == nil {
+		return nil
+	}
+	dra := map[string]bool{}
+	for _, pc := range c.Pools {
+		for _, p := range pc.Pools {
+			if was, seen := dra[p.Name]; !seen || was {
+				dra[p.Name] = p.ViaDRA()
+			}
+		}
+	}
+	var names []string
+	for name, ok := range dra {
+		if ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // Profile gives the pods it selects a core-scheduling group, like a Koordinator colocation
 // profile. A pod matches when its namespace is one of Namespaces (any namespace when empty)
 // and PodSelector selects its labels (any pod when nil). Group or Policy must be set: they

@@ -105,7 +105,8 @@ func (r poolRequest) exclusiveCPUs() int64 {
 //   - an exclusive pool counts whole CPUs, 1 to 8192;
 //   - the shared pool counts millicpu as whole devices, 1 to 8192000 (500 = half a CPU);
 //   - a container asks at most one shared pool, and each pool under one domain;
-//   - when cfg has pool configs, the pool is declared by one of them.
+//   - when cfg has pool configs, the pool is declared by one of them, and not requested
+//     through DRA by all that declare it (requestAPI: dra).
 //
 // A resource naming a pool of the default type (neither exclusive… nor shared…) is passed
 // over, as CPU-Pooler's webhook does: Mutate warns that nothing advertises it. Resource
@@ -117,10 +118,11 @@ func poolRequests(pod *corev1.Pod, cfg *Config) (map[string]poolRequest, error) 
 		configs = cfg.Pools
 	}
 	declared, domains := declaredPools(configs), pools.Domains(configs...)
+	known, dra := cfg.knownPools(), cfg.draPools()
 	out := map[string]poolRequest{}
 	var errs []error
 	for _, c := range containers(pod) {
-		r, err := containerPools(c, check, declared, cfg.knownPools(), domains)
+		r, err := containerPools(c, check, declared, known, dra, domains)
 		errs = append(errs, err)
 		out[c.Name] = r
 	}
@@ -128,8 +130,9 @@ func poolRequests(pod *corev1.Pod, cfg *Config) (map[string]poolRequest, error) 
 }
 
 // containerPools checks one container; with check, pools must be in declared (known, the
-// exclusive and shared ones, are named in the error).
-func containerPools(c container, check bool, declared, known, domains []string) (poolRequest, error) {
+// exclusive and shared ones, are named in the error) and not in dra (pools requested
+// through DRA).
+func containerPools(c container, check bool, declared, known, dra, domains []string) (poolRequest, error) {
 	var r poolRequest
 	var errs []error
 	for _, name := range resourceNames(c.Resources) {
@@ -148,6 +151,9 @@ func containerPools(c container, check bool, declared, known, domains []string) 
 		switch t := pools.TypeOf(pool); {
 		case check && !slices.Contains(declared, pool):
 			bad(q.String(), "pool %q is in no pool config; known pools: %s", pool, strings.Join(known, ", "))
+		case check && slices.Contains(dra, pool):
+			bad(q.String(), "pool %q is requested through DRA (requestAPI: dra in its pool config), not as an extended resource: "+
+				"no device plugin advertises it; ask for it with a ResourceClaim of DeviceClass %s", pool, draClass(t))
 		case t == allocation.TypeDefault:
 			r.Default = append(r.Default, exclusiveRequest{Pool: pool, Resource: name, CPUs: n})
 		case t == allocation.TypeExclusive && (!whole || n < 1 || n > maxCPUs):
@@ -171,6 +177,14 @@ func containerPools(c container, check bool, declared, known, domains []string) 
 	}
 	slices.SortFunc(r.Exclusive, func(a, b exclusiveRequest) int { return strings.Compare(a.Pool, b.Pool) })
 	return r, errors.Join(errs...)
+}
+
+// draClass names the DeviceClass of deploy/dra for a pool type.
+func draClass(t allocation.PoolType) string {
+	if t == allocation.TypeShared {
+		return "shared-cpus.podfence.io"
+	}
+	return "exclusive-cpus.podfence.io"
 }
 
 // declaredPools returns the pools any of configs declares, every type, sorted.

@@ -35,6 +35,10 @@ import (
 // HostnameLabel is the node label the agent sets from NodeName when it is not given.
 const HostnameLabel = "kubernetes.io/hostname"
 
+// DefaultDRAStateDir is where podfence-dra keeps its grants: beside the checkpoint, under the
+// agent's /var/lib/podfence.
+const DefaultDRAStateDir = "/var/lib/podfence/dra/claims"
+
 // Config is what the agent needs to run.
 type Config struct {
 	nriplugin.Connection
@@ -54,6 +58,10 @@ type Config struct {
 	PodResourcesSocket string
 	// CheckpointDir holds one record per allocation.
 	CheckpointDir string
+	// DRAStateDir is the DRA driver's grant store (package dra/grant; podfence-dra's
+	// --state-dir): containers whose environment names a DRA claim get what its grant gives.
+	// Empty: such containers are refused.
+	DRAStateDir string
 	// Sysfs is the root of the sysfs tree to read the topology from ("/sys").
 	Sysfs string
 	// StartBinary, if set, is the host path of the podfence binary that wraps containers
@@ -85,8 +93,9 @@ type Config struct {
 	Events     bool
 	Kubeconfig string
 	// DevicePluginDir, if set, is the kubelet's device-plugin directory: each exclusive and
-	// shared pool is advertised there as <domain>/<pool> (package deviceplugin), the domain
-	// being the pool config's resourceBaseName, else ResourceDomain.
+	// shared pool is advertised there as <domain>/<pool> (package deviceplugin; not the pools
+	// with requestAPI: dra), the domain being the pool config's resourceBaseName, else
+	// ResourceDomain.
 	DevicePluginDir string
 	ResourceDomain  string
 	// Policy holds the planner's node-wide settings (CFS quotas: --cfs-quotas).
@@ -189,6 +198,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer closeKubelet()
 	var dp *deviceplugin.Plugin
 	a := nriplugin.New(start, store, log, nriplugin.Options{Extensions: append(exts, o), Next: next, PodResources: kubelet,
+		DRAStateDir: cfg.DRAStateDir,
 		LayoutChanged: func(n *plan.Node) {
 			if err := saveInForce(cfg.CheckpointDir, n.Pools); err != nil {
 				log.Error("pool layout in force not recorded", "err", err)

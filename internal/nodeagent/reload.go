@@ -62,7 +62,7 @@ func watchPools(ctx context.Context, cfg Config, cur *plan.Node, rs []reloader, 
 	if cfg.live != nil {
 		relabelled = cfg.live.changed
 	}
-	seen := layoutKey(cur.Pools)
+	seen := configKey(cur.Pools)
 	loader := new(pools.Loader)
 	for {
 		select {
@@ -81,7 +81,7 @@ func watchPools(ctx context.Context, cfg Config, cur *plan.Node, rs []reloader, 
 		layout, err := resolvePools(loader, cfg, cur.Topology)
 		key := ""
 		if err == nil {
-			key = layoutKey(layout)
+			key = configKey(layout)
 		} else {
 			key = "error: " + err.Error()
 		}
@@ -118,6 +118,19 @@ func retryPending(r reloader, log *slog.Logger) {
 	if p, ok := r.(interface{ RetryReload() bool }); ok && p.RetryReload() {
 		log.Info("pending pool config taken")
 	}
+}
+
+// configKey identifies a pool config as the reload loop compares them: its layout
+// (layoutKey) and the pools requested through DRA. A change of requestAPI alone moves no
+// container, but the device plugin must stop (or start) advertising the pool.
+func configKey(layout *pools.Node) string {
+	key := layoutKey(layout)
+	for _, p := range layout.Pools {
+		if p.ViaDRA() {
+			key += "dra:" + p.Name + " "
+		}
+	}
+	return key
 }
 
 // layoutKey identifies a layout: every pool's name, CPUs and policy.

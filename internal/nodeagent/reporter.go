@@ -61,7 +61,7 @@ func newReporter(cfg Config, node *plan.Node, reg prometheus.Registerer, api *ku
 			CgroupRoot: cfg.CgroupRoot, CoreSched: kernel.Prctl{}.Probe()}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "podfence_refused_containers_total",
 			Help: "Containers the agent refused at CreateContainer, by reason (a plan refusal code such as NotEnoughCPUs, " +
-				"InvalidAnnotation, EPCUnsupported, CoreSchedulingUnavailable, or Refused)."}, []string{"reason"})}
+				"InvalidAnnotation, DRAClaim, EPCUnsupported, CoreSchedulingUnavailable, or Refused)."}, []string{"reason"})}
 	if err := reg.Register(o.refusals); err != nil {
 		return nil, fmt.Errorf("register refusal metrics: %w", err)
 	}
@@ -92,11 +92,14 @@ func (o *reporter) Refused(pod *api.PodSandbox, ctr *api.Container, err error) {
 func refusalReason(err error) string {
 	var r *plan.Refusal
 	var ae *podapi.AnnotationError
+	var ce *nriplugin.ClaimError
 	switch {
 	case errors.As(err, &r):
 		return r.Code
 	case errors.As(err, &ae):
 		return "InvalidAnnotation"
+	case errors.As(err, &ce):
+		return "DRAClaim"
 	case errors.Is(err, epc.ErrUnsupported):
 		return "EPCUnsupported"
 	case errors.Is(err, kernel.ErrNoSchedCore), errors.Is(err, kernel.ErrNoSMT):

@@ -6,7 +6,8 @@
 // resourceBaseName, else Options.Domain: podfence.io by default, or nokia.k8s.io for
 // CPU-Pooler workloads), served by its own gRPC server on a unix socket
 // podfence-<pool>.sock in the kubelet's device-plugin dir and registered with the kubelet at
-// <dir>/kubelet.sock. The default pool is not advertised.
+// <dir>/kubelet.sock. The default pool is not advertised, nor a pool with requestAPI: dra
+// (pools.Pool.ViaDRA: the DRA driver podfence-dra publishes it; one CPU is never offered twice).
 //
 //   - Exclusive pool: one device per request unit (pools.Pool.Devices), ID = CPU ID ("12"),
 //     with the CPU's NUMA node as TopologyInfo. A pool that lists physical cores (CPU-Pooler's

@@ -36,15 +36,16 @@ type resource struct {
 }
 
 // newResources returns a resource for each exclusive and shared pool of node, sorted by pool
-// name, with the online CPUs given; the default pool is not advertised. The domain is the
-// pool config's resourceBaseName, else domain.
+// name, with the online CPUs given; the default pool is not advertised, nor a pool pods
+// request through DRA (requestAPI: dra: the DRA driver publishes it, and one CPU is never
+// offered through both). The domain is the pool config's resourceBaseName, else domain.
 func newResources(node *plan.Node, domain string, online cpuset.CPUSet) []*resource {
 	if cfg := node.Pools.Config; cfg != nil && cfg.ResourceBaseName != "" {
 		domain = cfg.ResourceBaseName
 	}
 	var out []*resource
 	for _, p := range node.Pools.Pools {
-		if p.Type != allocation.TypeExclusive && p.Type != allocation.TypeShared {
+		if p.Type != allocation.TypeExclusive && p.Type != allocation.TypeShared || p.ViaDRA() {
 			continue
 		}
 		r := &resource{name: domain + "/" + p.Name, pool: p, exclusive: p.Type == allocation.TypeExclusive,

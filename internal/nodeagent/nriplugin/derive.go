@@ -20,7 +20,7 @@ func (a *Plugin) derive(node *plan.Node, lc liveCtr) (allocation.Allocation, boo
 	if !lc.set || lc.cpus.IsEmpty() {
 		return allocation.Allocation{}, false
 	}
-	c, err := a.requestOf(context.Background(), lc.pod, lc.ctr, false)
+	c, _, err := a.requestWithClaims(context.Background(), lc.pod, lc.ctr, false)
 	if err != nil {
 		return allocation.Allocation{}, false
 	}

@@ -66,7 +66,7 @@ func (a *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 func (a *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment,
 	_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("CreateContainer", &err)
-	c, err := a.requestOf(ctx, pod, ctr, true)
+	c, view, err := a.requestWithClaims(ctx, pod, ctr, true) // view: pod with its DRA claims' EPC (claims.go)
 	if err != nil {
 		return nil, nil, a.refused(pod, ctr, err)
 	}
@@ -82,7 +82,7 @@ func (a *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		}
 	}()
 	adj := adjustment(d)
-	if err := a.createHooks(ctx, pod, ctr, d, adj); err != nil {
+	if err := a.createHooks(ctx, view, ctr, d, adj); err != nil {
 		return nil, nil, a.refused(pod, ctr, err)
 	}
 	committed = true

@@ -7,7 +7,7 @@
 //   - Synchronize: rebuild the state from the runtime's containers and the checkpoint;
 //     containers keep the CPUs they run on, and none is ever updated.
 //   - CreateContainer: plan the container (see podapi.AnnotationCPUPools, podapi.AnnotationExclusiveCPUs,
-//     and for pods without the first, the kubelet's devices: kubelet.go) and return cpuset.cpus, cpuset.mems, the CFS quota/period of a shared-pool share, and
+//     and for pods without the first, the kubelet's devices: kubelet.go; the DRA claims its environment names: claims.go) and return cpuset.cpus, cpuset.mems, the CFS quota/period of a shared-pool share, and
 //     EXCLUSIVE_CPUS / SHARED_CPUS.
 //   - UpdateContainer: a resource update that would change what podfence set is answered
 //     with podfence's values.
@@ -27,6 +27,7 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/internal/dra/grant"
 )
 
 // Checkpoint persists allocations across agent restarts; *checkpoint.Store is one.
@@ -52,6 +53,10 @@ type Options struct {
 	// bounded by PodResourcesTimeout (0: DefaultPodResourcesTimeout).
 	PodResources        PodResources
 	PodResourcesTimeout time.Duration
+	// DRAStateDir is the DRA driver's grant store (package dra/grant): a container whose
+	// environment names a DRA claim gets what the claim's grant there gives it (claims.go).
+	// Empty: such a container is refused.
+	DRAStateDir string
 }
 
 // Plugin is the NRI plugin: it decides each container's CPUs and keeps the ledger of what is
@@ -66,6 +71,7 @@ type Plugin struct {
 	onLayout func(*plan.Node)
 	next     *plan.Node      // Options.Next until the first Synchronize
 	kubelet  *kubeletDevices // nil without Options.PodResources
+	grants   *grant.Store    // nil without Options.DRAStateDir
 
 	// mu guards everything below. Invariant: every key in hold holds an allocation in state.
 	mu       sync.Mutex
@@ -86,6 +92,7 @@ func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Plugin
 		onLayout: opts.LayoutChanged,
 		next:     opts.Next,
 		kubelet:  newKubeletDevices(opts.PodResources, opts.PodResourcesTimeout),
+		grants:   grantStore(opts.DRAStateDir),
 		store:    cp,
 		persist:  newPersister(cp, log),
 		state:    plan.NewLedger(node),

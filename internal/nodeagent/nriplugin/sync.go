@@ -68,12 +68,13 @@ func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	}
 	a.log.Info("synchronized", "containers", rep.containers, "derived", rep.derived, "restored", rep.restored,
 		"adopted", rep.adopted, "unmanaged", rep.unmanaged, "dropped", rep.dropped)
+	views := a.epcViews(pods, ctrs) // the SGX EPC of DRA claims (claims.go)
 	_ = a.notify("Synchronize", func(e Extension) (bool, error) {
 		h, ok := e.(Synchronizer)
 		if !ok {
 			return false, nil
 		}
-		return true, h.Synchronize(ctx, pods, ctrs)
+		return true, h.Synchronize(ctx, views, ctrs)
 	})
 	return nil, nil
 }
