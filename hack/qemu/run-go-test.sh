@@ -5,20 +5,27 @@
 #
 # Usage: hack/qemu/run-go-test.sh <go package> [test regexp]
 #   e.g. hack/qemu/run-go-test.sh ./internal/coresched/kernel '^TestQEMU'
-# Env:   PODFENCE_QEMU_TIMEOUT       seconds before QEMU is killed (default 180)
-#        PODFENCE_QEMU_TEST_TIMEOUT  go test -test.timeout inside the guest (default 150s)
+# Env:   PODFENCE_QEMU_TIMEOUT       seconds before QEMU is killed (default 180, 900 with a bench)
+#        PODFENCE_QEMU_TEST_TIMEOUT  go test -test.timeout inside the guest (default 150s, 870s)
+#        PODFENCE_QEMU_BENCH         also run the benchmarks matching this -test.bench regexp
+#        PODFENCE_QEMU_BENCHTIME     their -test.benchtime (default 200x)
+#        PODFENCE_QEMU_MEMORY        guest memory in MiB (default 1024)
+#        PODFENCE_QEMU_ACCEL         tcg or kvm (default: KVM when usable, see qemu.sh)
 #        PODFENCE_QEMU_KEEP=1        keep the work directory (initramfs, console log)
 #        + kernel.sh's variables
 # Exit:  0 only when the guest printed "PODFENCE-QEMU-RESULT: PASS".
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  sed -n '2,13p' "$0" >&2
+  sed -n '2,17p' "$0" >&2
   exit 2
 fi
 pkg=$1
 run=${2:-}
-limit=${PODFENCE_QEMU_TIMEOUT:-180}
+bench=${PODFENCE_QEMU_BENCH:-}
+limit=${PODFENCE_QEMU_TIMEOUT:-$([ -n "$bench" ] && echo 900 || echo 180)}
+test_timeout=${PODFENCE_QEMU_TEST_TIMEOUT:-$([ -n "$bench" ] && echo 870s || echo 150s)}
+mem=${PODFENCE_QEMU_MEMORY:-1024}
 
 log() { printf 'run-go-test.sh: %s\n' "$*" >&2; }
 
@@ -58,24 +65,33 @@ log "building $pkg test binary and init (static)"
 {
   echo -test.v
   echo -test.count=1
-  echo "-test.timeout=${PODFENCE_QEMU_TEST_TIMEOUT:-150s}"
+  echo "-test.timeout=$test_timeout"
   if [ -n "$run" ]; then echo "-test.run=$run"; fi
+  if [ -n "$bench" ]; then
+    echo "-test.bench=$bench"
+    echo "-test.benchtime=${PODFENCE_QEMU_BENCHTIME:-200x}"
+  fi
 } >"$root/args"
 if [ "$(id -u)" = 0 ]; then mknod -m 600 "$root/dev/console" c 5 1; fi
 (cd "$root" && find . -print0 | cpio --null -o -H newc --quiet | gzip -1 >"$work/initramfs.cpio.gz")
 t_built=$(date +%s)
 
-log "booting $(basename "$(dirname "$kernel")") under QEMU (TCG, 4 vCPUs = 2 cores x 2 threads, limit ${limit}s)"
+qemu_accel
+log "booting $(basename "$(dirname "$kernel")") under QEMU ($(qemu_accel_name): $QEMU_ACCEL_WHY; 4 vCPUs = 2 cores x 2 threads, ${mem} MiB, limit ${limit}s)"
 console=$work/console.log
 rc=0
-qemu_boot "$kernel" "$work/initramfs.cpio.gz" 512 "$limit" "$console" || rc=$?
+qemu_boot "$kernel" "$work/initramfs.cpio.gz" "$mem" "$limit" "$console" || rc=$?
 t_done=$(date +%s)
 
-timing="kernel $((t_kernel - t0)) s, build+initramfs $((t_built - t_kernel)) s, boot+test $((t_done - t_built)) s"
+timing="$(qemu_accel_name), kernel $((t_kernel - t0)) s, build+initramfs $((t_built - t_kernel)) s, boot+test $((t_done - t_built)) s"
 result=$(qemu_result "$console")
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
   log "QEMU killed after ${limit}s ($timing)"
   exit 1
+fi
+if [ -n "$bench" ]; then
+  # The benchmarks' result lines and the tables they print, together at the end.
+  tr -d '\r' <"$console" | grep -a -E '^(Benchmark|exec->cookie|  )' | grep -av -- '--- ' >&2 || true
 fi
 if [ "$result" = "PODFENCE-QEMU-RESULT: PASS" ]; then
   log "PASS $pkg ($timing)"

@@ -72,13 +72,14 @@ mknod -m 600 "$root/dev/console" c 5 1
 t_built=$(date +%s)
 log "initramfs $(du -m "$work/initramfs.cpio" | cut -f1) MiB"
 
-log "booting $(basename "$(dirname "$kernel")") under QEMU (TCG, 4 vCPUs = 2 cores x 2 threads, ${mem} MiB, limit ${limit}s)"
+qemu_accel
+log "booting $(basename "$(dirname "$kernel")") under QEMU ($(qemu_accel_name): $QEMU_ACCEL_WHY; 4 vCPUs = 2 cores x 2 threads, ${mem} MiB, limit ${limit}s)"
 console=$work/console.log
 rc=0
 qemu_boot "$kernel" "$work/initramfs.cpio" "$mem" "$limit" "$console" || rc=$?
 t_done=$(date +%s)
 
-timing="tools+images $((t_tools - t0)) s, kernel $((t_kernel - t_tools)) s, build+initramfs $((t_built - t_kernel)) s, boot+run $((t_done - t_built)) s"
+timing="$(qemu_accel_name), tools+images $((t_tools - t0)) s, kernel $((t_kernel - t_tools)) s, build+initramfs $((t_built - t_kernel)) s, boot+run $((t_done - t_built)) s"
 result=$(qemu_result "$console")
 passed=$(tr -d '\r' <"$console" | grep -ac '^PASS ' || true)
 failed=$(tr -d '\r' <"$console" | grep -ac '^FAIL ' || true)

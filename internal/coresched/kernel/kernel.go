@@ -6,8 +6,10 @@
 // tasks with equal cookies may. Cookies are inherited on fork, clone and exec. Cookie values
 // are opaque: compare them for equality only; 0 means "no cookie".
 //
-// Every call that sets a cookie from the caller's own cookie runs on a locked OS thread that
-// the Go runtime then discards, so no thread of the calling process keeps a borrowed cookie.
+// Every call that sets a cookie from the caller's own cookie runs on a locked OS thread, so no
+// thread of the calling process keeps a borrowed cookie: Share on one long-lived thread that
+// puts its own cookie back after each call (or ends), Clear and Probe on threads the Go
+// runtime then discards.
 package kernel
 
 import (

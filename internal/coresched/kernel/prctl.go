@@ -51,7 +51,7 @@ func (Prctl) Create(pid int, scope Scope) error {
 }
 
 // Share gives the tasks of pid at scope the cookie of thread from: SHARE_FROM(from) then
-// SHARE_TO(pid) on a throw-away thread.
+// SHARE_TO(pid) on the sharer thread, which then puts its own cookie back (sharer.go).
 func (Prctl) Share(from, pid int, scope Scope) error {
 	if err := checkArgs(cmdShareFrom, from, Thread); err != nil {
 		return err
@@ -59,12 +59,7 @@ func (Prctl) Share(from, pid int, scope Scope) error {
 	if err := checkArgs(cmdShareTo, pid, scope); err != nil {
 		return err
 	}
-	return onThrowawayThread(func(int) error {
-		if err := prctl(cmdShareFrom, from, Thread); err != nil {
-			return err
-		}
-		return prctl(cmdShareTo, pid, scope)
-	})
+	return shareOnSharer(from, pid, scope)
 }
 
 // Clear sets the cookie of the tasks of pid at scope to 0: SHARE_TO from a thread without a
