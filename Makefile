@@ -7,7 +7,7 @@ FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 PKGS        ?= ./...
 
-.PHONY: all build test lint unit fuzz bench mutation image e2e e2e-node qemu qemu-node clean
+.PHONY: all build test lint unit fuzz bench mutation image e2e e2e-node qemu qemu-bench qemu-node clean
 
 all: build test
 
@@ -80,6 +80,11 @@ qemu:
 # (root; reuses test/e2e's cached tools and images and the cached kernel).
 qemu-node:
 	bash hack/qemu/run-node.sh
+
+# exec -> core-scheduling cookie on the guest's real kernel (BenchmarkQEMUExecToCookie in
+# coresched/enforce: the watcher against the same fork+exec without it, one run).
+qemu-bench:
+	PODFENCE_QEMU_BENCH=QEMUExecToCookie bash hack/qemu/run-go-test.sh ./internal/coresched/enforce '^$$'
 
 clean:
 	rm -rf bin
