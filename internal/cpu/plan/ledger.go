@@ -1,9 +1,9 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -150,11 +150,8 @@ func (s *Ledger) Unsorted() []allocation.Allocation {
 
 // SortAllocations sorts allocations by key.
 func SortAllocations(out []allocation.Allocation) {
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].PodUID != out[j].PodUID {
-			return out[i].PodUID < out[j].PodUID
-		}
-		return out[i].Container < out[j].Container
+	slices.SortFunc(out, func(a, b allocation.Allocation) int {
+		return cmp.Or(cmp.Compare(a.PodUID, b.PodUID), cmp.Compare(a.Container, b.Container))
 	})
 }
 
