@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podfence/podfence/internal/cliflags"
+	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/dra/driver"
 	"github.com/podfence/podfence/internal/kube/kubeapi/clientset"
 )
@@ -71,6 +72,9 @@ reads NODE_NAME. Flags win over the environment.`,
 	fl.StringVar(&f.cfg.NodeName, "node-name", "", "this node's name (default $NODE_NAME): the resource pool's name")
 	fl.StringVar(&f.cfg.PoolConfig, "pool-config-dir", "/etc/podfence/pools",
 		"pool config file, or directory of poolconfig-*.yaml files (the agent's --pools)")
+	fl.StringVar(&f.cfg.InForce, "pools-in-force", "/var/lib/podfence/checkpoint/"+pools.InForceFile,
+		"the agent's record of the pool layout in force: published instead of the pool config while the agent has not "+
+			"taken a changed config (empty: the pool config only)")
 	fl.StringVar(&f.cfg.StateDir, "state-dir", "/var/lib/podfence/dra", "directory of the prepared claims' grants (in claims/)")
 	fl.StringVar(&f.cfg.CDIDir, "cdi-dir", "/var/run/cdi", "the container runtime's CDI spec directory")
 	fl.StringVar(&f.cfg.PluginsDir, "kubelet-plugins-dir", "/var/lib/kubelet/plugins",

@@ -19,7 +19,7 @@ import (
 // inForceFile, in the checkpoint directory, is the pool layout the running containers were
 // placed by, as a pool config. A config file changed while the agent was down (or while a
 // change was pending) is then taken only as the NRI agent's Reload would take it.
-const inForceFile = "pools-in-force.yaml"
+const inForceFile = pools.InForceFile
 
 // saveInForce records the layout in force, atomically.
 func saveInForce(dir string, layout *pools.Node) error {

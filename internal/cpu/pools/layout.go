@@ -7,6 +7,11 @@ import (
 	"github.com/podfence/podfence/internal/cpu/allocation"
 )
 
+// InForceFile is the name of the agent's record of the layout in force (ConfigText), in its
+// checkpoint directory: the layout its running containers were placed by. The DRA driver
+// publishes that layout while a changed pool config waits for containers to end.
+const InForceFile = "pools-in-force.yaml"
+
 // ConfigText writes the resolved layout as a pool config that resolves to the same layout on
 // the same node (the agent's record of the layout in force): its resourceBaseName and
 // exclusiveCPUs; each pool with the CPUs it lists (an exclusive pool under Cores: its

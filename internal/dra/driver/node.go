@@ -59,6 +59,9 @@ func (s *source) read(ctx context.Context) (view, error) {
 	if err != nil {
 		return view{}, fmt.Errorf("node %q: %w", s.cfg.NodeName, err)
 	}
+	if layout, err = s.inForce(layout, topo); err != nil {
+		return view{}, err
+	}
 	epc, from := s.cfg.EPCBytes, "--epc-capacity"
 	if epc < 0 {
 		epc, from = readEPCCapacity(s.cfg.CgroupRoot)
@@ -68,6 +71,36 @@ func (s *source) read(ctx context.Context) (view, error) {
 		return view{}, err
 	}
 	return view{inv: inv, topo: topo, layout: layout, epc: from}, nil
+}
+
+// inForce returns the agent's layout in force when its record (Config.InForce) exists and
+// differs from selected, the layout the pool config gives: the agent serves that one until
+// the containers placed by it end, so publishing the new config's CPUs would offer CPUs the
+// agent still gives to others. Without a record, selected.
+func (s *source) inForce(selected *pools.Node, topo *topology.Topology) (*pools.Node, error) {
+	if s.cfg.InForce == "" {
+		return selected, nil
+	}
+	b, err := os.ReadFile(s.cfg.InForce)
+	if errors.Is(err, fs.ErrNotExist) {
+		return selected, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the agent's pool layout in force: %w", err)
+	}
+	cfg, err := pools.Parse(s.cfg.InForce, b)
+	if err != nil {
+		return nil, fmt.Errorf("the agent's pool layout in force: %w", err)
+	}
+	inForce, err := pools.Resolve(cfg, topo)
+	if err != nil {
+		return nil, fmt.Errorf("the agent's pool layout in force: %w", err)
+	}
+	if inForce.ConfigText() == selected.ConfigText() {
+		return selected, nil
+	}
+	inForce.Source = s.cfg.InForce + " (pool config " + selected.Source + " pending in the agent)"
+	return inForce, nil
 }
 
 // nodeLabels reads the Node's labels; after a failed read the last ones read, if any.

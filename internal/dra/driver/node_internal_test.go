@@ -88,3 +88,52 @@ pools:
 		t.Errorf("no labels ever read: %v", err)
 	}
 }
+
+// TestSourcePublishesLayoutInForce: while the agent's record of the layout in force differs
+// from the selected pool config (the agent keeps the old layout until its containers end),
+// the driver publishes the layout in force: here a device-plugin pool on the CPUs the new
+// config would offer through DRA, so no DRA device at all. Once the agent records the new
+// layout, its DRA devices are published. A record that does not parse is an error, not a
+// silent fallback.
+func TestSourcePublishesLayoutInForce(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(dir, "poolconfig-a.yaml"), `pools:
+  exclusive_dra: {cpus: "2,4", hyperThreadingPolicy: multiThreaded, requestAPI: dra}
+  default: {cpus: "0-1"}`)
+	inForce := filepath.Join(state, "checkpoint", "pools-in-force.yaml")
+	s := &source{cfg: Config{NodeName: "n", PoolConfig: dir, InForce: inForce,
+		Sysfs: filepath.Join("..", "..", "cpu", "topology", "testdata", "sysfs", "single-socket-smt-adjacent")}}
+	ctx := context.Background()
+	units := func(what string) int {
+		t.Helper()
+		v, err := s.read(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return len(v.inv.Units)
+	}
+	if n := units("no record"); n != 2 {
+		t.Errorf("no record: %d units, want the pool config's 2", n)
+	}
+	write(t, inForce, "pools:\n  exclusive_dp: {cpus: \"2-4\"}\n  default: {cpus: \"0-1\"}\n")
+	v, err := s.read(ctx)
+	if err != nil || len(v.inv.Units) != 0 || !strings.Contains(v.layout.Source, "pending in the agent") {
+		t.Errorf("old layout in force: %v units, source %q, err %v; want none, the record's layout", v.inv, v.layout.Source, err)
+	}
+	cur, err := s.read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := (&source{cfg: Config{NodeName: "n", PoolConfig: dir, Sysfs: s.cfg.Sysfs}}).read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, inForce, sel.layout.ConfigText()) // what the agent writes once it takes the config
+	if n := units("new layout recorded"); n != 2 {
+		t.Errorf("new layout recorded: %d units, want 2 (was %d)", n, len(cur.inv.Units))
+	}
+	write(t, inForce, "pools: [\n")
+	if _, err := s.read(ctx); err == nil || !strings.Contains(err.Error(), "the agent's pool layout in force") {
+		t.Errorf("unreadable record: %v", err)
+	}
+}

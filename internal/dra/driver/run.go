@@ -33,6 +33,11 @@ type Config struct {
 	RegistryDir string // the kubelet's plugin registration directory
 	Sysfs       string // sysfs root ("/sys")
 	CgroupRoot  string // cgroupfs root, for misc.capacity when EPCBytes < 0
+	// InForce is the agent's record of the pool layout in force (pools.InForceFile in its
+	// checkpoint directory): while it differs from the pool config the node's labels select
+	// (a change the agent has not taken yet: containers still hold CPUs of the old layout),
+	// the driver publishes the layout in force. Empty or missing: the pool config.
+	InForce string
 	// EPCBytes is the node's SGX EPC; < 0: read it from misc.capacity.
 	EPCBytes int64
 	// ReloadInterval is how often the topology, pool config and node labels are read again
