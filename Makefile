@@ -41,7 +41,7 @@ bench:
 # Mutation testing (gremlins): the packages that decide CPUs, groups and admission, each
 # against its own tests; prints each package's efficacy and fails under MUTATION_FLOOR (%).
 MUTATION_PKGS ?= ./internal/cpu/allocate ./internal/cpu/pools ./internal/cpu/plan ./internal/nodeagent/checkpoint \
-	./internal/coresched ./internal/admission
+	./internal/nodeagent/nriplugin ./internal/coresched ./internal/admission
 MUTATION_FLOOR ?= 0
 mutation:
 	bash hack/mutation.sh $(MUTATION_FLOOR) $(MUTATION_PKGS)
@@ -56,7 +56,8 @@ image:
 e2e:
 	bash test/e2e/run.sh
 
-# A real one-node Kubernetes (etcd, kube-apiserver, kubelet v1.31) with the agent and webhook (root; cached).
+# A real one-node Kubernetes (etcd, kube-apiserver, kubelet; v1.37.2, or PODFENCE_E2E_K8S_VERSION=v1.31.0) with the
+# agent, webhook and DRA driver (root; cached).
 e2e-node:
 	bash test/e2e/node/run.sh
 

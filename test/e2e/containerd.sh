@@ -23,6 +23,8 @@
 #   PODFENCE_E2E_REGISTRIES           registries on loopback (127.0.0.1:PORT ...) pulled from in plain
 #                                     HTTP (a hosts.toml each under <work>/certs.d)
 #   PODFENCE_E2E_KEEP=1               stop keeps root/state (for post-mortems)
+#   PODFENCE_E2E_CDI_DIRS             more CDI spec dirs beside <work>/cdi (space-separated;
+#                                     the node e2e adds /var/run/cdi, where DRA drivers write)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 pf_require_root
@@ -39,6 +41,13 @@ esac
 
 RUNC_ROOT=$PF_WORK/runc
 SHIM_SOCKET_DIR=$PF_WORK/s
+
+# cdi_dirs: the TOML list items of cdi_spec_dirs: <work>/cdi and PODFENCE_E2E_CDI_DIRS.
+cdi_dirs() {
+	local d out="'$PF_WORK/cdi'"
+	for d in ${PODFENCE_E2E_CDI_DIRS:-}; do out+=", '$d'"; done
+	printf '%s' "$out"
+}
 
 write_config() {
 	local rt
@@ -102,7 +111,7 @@ disabled_plugins = [
   [plugins.'io.containerd.cri.v1.runtime']
     restrict_oom_score_adj = true
     netns_mounts_under_state_dir = true
-    cdi_spec_dirs = ['$PF_WORK/cdi']
+    cdi_spec_dirs = [$(cdi_dirs)]
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ['$PF_WORK/cni/bin']
       conf_dir = '$PF_WORK/cni/net.d'

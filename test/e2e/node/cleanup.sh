@@ -19,7 +19,7 @@ recover_stale() {
 			pid=${f#/proc/} pid=${pid%/cmdline}
 			exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
 			case $exe in
-			"$d"/* | "$PFN_BIN"/* | "$PF_BIN"/*)
+			"$d"/* | "$PFN_BIN"/* | "$PFN_SHARED_BIN"/* | "$PF_BIN"/*)
 				kill -KILL "$pid" 2>/dev/null && pf_log "killed leftover $exe (pid $pid)"
 				;;
 			esac
@@ -47,7 +47,7 @@ leftovers() {
 	pf_containerd_running && echo "containerd $(cat "$PF_CONTAINERD_PID")"
 	orphan_containerd | sed 's/^/containerd /'
 	grep -lsF -- "$PF_CONTAINERD_SOCK" /proc/[0-9]*/cmdline | xargs -r grep -lsa containerd-shim | sed 's/^/shim /'
-	find /proc/[0-9]*/exe -maxdepth 0 \( -lname "$RUN/*" -o -lname "$PFN_BIN/*" \) 2>/dev/null | sed 's/^/process /'
+	find /proc/[0-9]*/exe -maxdepth 0 \( -lname "$RUN/*" -o -lname "$PFN_BIN/*" -o -lname "$PFN_SHARED_BIN/*" \) 2>/dev/null | sed 's/^/process /'
 	pgrep -af -- "$RUN/" | sed 's/^/process /' # the registry, anything else naming the run dir
 	node_ns_procs | sed 's/^/in the node mount namespace: /'
 	ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && echo "bridge $CNI_BRIDGE"

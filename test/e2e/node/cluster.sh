@@ -127,6 +127,13 @@ EOF
 # kc ARGS...: kubectl as the admin.
 kc() { kubectl --kubeconfig "$RUN/admin.kubeconfig" --request-timeout=30s "$@"; }
 
+# feature_gates: the gates every component of the release runs with, as --feature-gates takes
+# them: from 1.34 (DRA GA, resource.k8s.io/v1) DRAConsumableCapacity (alpha in 1.34, beta and
+# on by default from 1.36), so that DRA drivers may publish shareable devices with capacity.
+feature_gates() {
+	if pf_k8s_at_least 1.34; then echo DRAConsumableCapacity=true; fi
+}
+
 # --- etcd and kube-apiserver ------------------------------------------------------------------
 
 etcd_start() {
@@ -139,11 +146,16 @@ etcd_start() {
 }
 etcd_healthy() { curl -sf "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
 
+# --endpoint-reconciler-type none: the API server is on loopback only, which releases from
+# 1.34 refuse as the kubernetes Service's endpoint ("may not be in the loopback range"); no
+# pod here reaches it through that Service (no kube-proxy: the agent's pods are given
+# KUBERNETES_SERVICE_HOST=127.0.0.1, deploy-manifests.sh).
 apiserver_start() {
 	local p=$RUN/pki
 	bg_start kube-apiserver kube-apiserver \
 		--etcd-servers "http://127.0.0.1:$ETCD_PORT" \
 		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+		--endpoint-reconciler-type none \
 		--tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" \
 		--token-auth-file "$p/tokens.csv" --authorization-mode Node,RBAC \
 		--enable-admission-plugins NodeRestriction --allow-privileged=true \
@@ -154,7 +166,7 @@ apiserver_start() {
 		--kubelet-client-key "$p/apiserver-kubelet-client.key" \
 		--kubelet-certificate-authority "$p/ca.crt" --kubelet-preferred-address-types Hostname \
 		--cert-dir "$RUN/apiserver" --profiling=false --enable-priority-and-fairness=false \
-		--enable-aggregator-routing=true
+		--enable-aggregator-routing=true --feature-gates "$(feature_gates)"
 	wait_until 120 apiserver_ready
 }
 apiserver_ready() {
@@ -174,7 +186,8 @@ apiserver_ready() {
 controller_manager_start() {
 	bg_start kube-controller-manager kube-controller-manager --kubeconfig "$RUN/admin.kubeconfig" \
 		--secure-port 0 --leader-elect=false --use-service-account-credentials \
-		--service-account-private-key-file "$RUN/pki/sa.key" --root-ca-file "$RUN/pki/ca.crt" --v 1
+		--service-account-private-key-file "$RUN/pki/sa.key" --root-ca-file "$RUN/pki/ca.crt" \
+		--feature-gates "$(feature_gates)" --v 1
 }
 
 # default_scheduler_start: kube-scheduler (default-scheduler) for the whole run: the
@@ -186,7 +199,8 @@ kind: KubeSchedulerConfiguration
 clientConnection: {kubeconfig: "$RUN/admin.kubeconfig"}
 leaderElection: {leaderElect: false}
 EOF
-	bg_start kube-scheduler kube-scheduler --config "$RUN/default-scheduler.yaml" --secure-port 0 --v 1
+	bg_start kube-scheduler kube-scheduler --config "$RUN/default-scheduler.yaml" --secure-port 0 \
+		--feature-gates "$(feature_gates)" --v 1
 }
 
 # --- kubelet -----------------------------------------------------------------------------
@@ -261,6 +275,9 @@ containerRuntimeEndpoint: unix://$PF_CONTAINERD_SOCK
 cgroupDriver: cgroupfs
 cgroupRoot: $PF_CGROUP_PARENT
 cgroupsPerQOS: true
+# This host has cgroup v1, which kubelets from 1.35 refuse by default.
+failCgroupV1: false
+featureGates: {$(feature_gates | sed 's/=/: /')}
 cpuManagerPolicy: none
 failSwapOn: false
 podLogsDir: $RUN/pod-logs

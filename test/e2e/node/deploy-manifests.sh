@@ -27,12 +27,22 @@ WEBHOOK_SEL=app.kubernetes.io/name=podfence,app.kubernetes.io/component=webhook
 # agent does not read its Node's labels from the API); else the node label alone does.
 label_env_shipped() { grep -q 'name: PODFENCE_NODE_LABEL' "$RUN/deploy/agent/daemonset.yaml"; }
 
-# overlay_write: $OVERLAY/kustomization.yaml for OVERLAY_TAG and OVERLAY_POOLS.
+# overlay_write: $OVERLAY/kustomization.yaml for OVERLAY_TAG and OVERLAY_POOLS. The pool
+# ConfigMap holds every pool config of $RUN/pools.
 overlay_write() {
-	local env=""
+	local env="" files dra=""
 	mkdir -p "$OVERLAY"
+	rm -f "$OVERLAY"/poolconfig-*.yaml
 	cp "$RUN"/pools/poolconfig-*.yaml "$OVERLAY/"
+	files=$(cd "$RUN/pools" && printf '%s\n' poolconfig-*.yaml | paste -sd, - | sed 's/,/, /g')
 	cp "$RUN/profiles.yaml" "$OVERLAY/coresched-profiles.yaml"
+	# With deploy/'s component dra on (dra.sh), the driver's container reaches the API server
+	# the same way.
+	grep -qx '  - dra' "$RUN/deploy/kustomization.yaml" && dra="
+              - name: podfence-dra
+                env:
+                  - {name: KUBERNETES_SERVICE_HOST, value: \"127.0.0.1\"}
+                  - {name: KUBERNETES_SERVICE_PORT, value: \"$API_PORT\"}"
 	label_env_shipped && env="
                   - {name: PODFENCE_NODE_LABEL, value: \"podfence.io/pools=e2e,podfence-e2e/pools=$OVERLAY_POOLS\"}"
 	cat >"$OVERLAY/kustomization.yaml" <<EOF
@@ -47,7 +57,7 @@ configMapGenerator:
   - name: podfence-pools
     namespace: $PF_NS
     behavior: replace
-    files: [poolconfig-exclusive.yaml, poolconfig-shared.yaml]
+    files: [$files]
   - name: podfence-coresched-profiles
     namespace: $PF_NS
     behavior: replace
@@ -66,7 +76,7 @@ patches:
               - name: agent
                 env:$env
                   - {name: KUBERNETES_SERVICE_HOST, value: "127.0.0.1"}
-                  - {name: KUBERNETES_SERVICE_PORT, value: "$API_PORT"}
+                  - {name: KUBERNETES_SERVICE_PORT, value: "$API_PORT"}$dra
 EOF
 }
 

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The Helm chart deploy/helm/podfence for the node e2e, beside or instead of kustomize
 # (deploy-manifests.sh). Sourced; uses REPO (default: this checkout) and PFN_K8S_VERSION
-# (lib.sh; default v1.31.0). helm comes from hack/helm.sh's cache (built once with go install).
+# (lib.sh; default v1.37.2). helm comes from hack/helm.sh's cache (built once with go install).
 #
 # To apply the chart where deploy_manifests applies deploy/, with the certificate that
 # hack/certs.sh made there (the webhook run.sh starts serves it):
@@ -19,7 +19,7 @@ helm_render() {
 	shift
 	helm=$(bash "$repo/hack/helm.sh" --helm-path) || return 1
 	"$helm" template podfence "$repo/deploy/helm/podfence" -n podfence-system \
-		--kube-version "${PFN_K8S_VERSION:-v1.31.0}" --set namespace.create=true "$@" >"$out"
+		--kube-version "${PFN_K8S_VERSION:-v1.37.2}" --set namespace.create=true "$@" >"$out"
 }
 
 # helm_compare KUSTOMIZE_YAML HELM_YAML: the two renderings are equal object by object

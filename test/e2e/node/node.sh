@@ -13,6 +13,7 @@ NODE_BINDS=(
 	"$NODE_DIR/run-nri" /var/run/nri               # a hard link of containerd's NRI socket (node_nri_link)
 	"$NODE_DIR/opt-podfence" /opt/podfence         # the agent's start binary (its initContainer)
 	"$NODE_DIR/var-lib-podfence" /var/lib/podfence # the agent's checkpoint
+	"$NODE_DIR/run-cdi" /var/run/cdi               # CDI specs of DRA drivers, read by containerd
 )
 # So the DaemonSet's hostPaths are used as shipped and the host gets only the mount points
 # (created if missing, removed after). The kubelet joins the namespace (node_ns), so the tmpfs

@@ -6,17 +6,19 @@
 # Setup (cluster-setup.sh, on top of cluster.sh's PKI, control plane and kubelet and node.sh's
 # node):
 #   1. tools, cached: containerd/runc/crictl/crane (test/e2e/tools.sh), kube-apiserver, kubelet,
-#      kube-scheduler and kube-controller-manager v1.31 and etcd + kubectl (k8s.sh); a registry
+#      kube-scheduler, kube-controller-manager and kubectl of the release under test
+#      (PODFENCE_E2E_K8S_VERSION: v1.37.2 by default, or v1.31.0) and etcd (k8s.sh); a registry
 #      on loopback (`crane registry serve`) and the podfence image pushed to it twice by
 #      hack/image.sh (tags e2e-1 and e2e-2, each its own build: main.version e2e-1, e2e-2);
 #   2. etcd, kube-apiserver (token auth, Node+RBAC, service-account keys, aggregator routing:
 #      webhooks called at their Service's endpoints), kube-controller-manager and
-#      kube-scheduler for the whole run;
+#      kube-scheduler for the whole run; from 1.34 with DRAConsumableCapacity on;
 #   3. the node: containerd with NRI (test/e2e/containerd.sh; plain HTTP to the registry) in a
 #      private mount namespace with the kubelet, where deploy/'s host paths are bind mounts of
 #      run dirs (node.sh); a CNI bridge for the webhook's pods; the kubelet (cgroupfs, cgroup
 #      v1, cpuManagerPolicy none, the pooled CPU reserved), the node labelled as an operator
-#      labels a pooled node;
+#      labels a pooled node; from 1.34 the DRA smoke check (dra-cluster.sh): resource.k8s.io/v1
+#      served, a DeviceClass made and deleted, consumable capacity on, the plugin dirs there;
 #   4. deploy/ (deploy-manifests.sh): an overlay with what an operator sets (image, pool and
 #      profile ConfigMaps, nodeSelector value, PODFENCE_NODE_LABEL, the API server's address
 #      for host-network pods without kube-proxy), server dry run, caBundle, `kubectl apply -k`;
@@ -69,6 +71,11 @@
 #                                 core-sched=unsupported); with a fake Node fake-smt
 #                                 (core-sched=supported) the extender is asked to prioritize
 #                                 and the group pod is bound there; fake node and pods deleted.
+#   dra.sh                        from 1.34: deploy/dra applied and the node relabelled dra
+#                                 (exclusive_d=X, requestAPI: dra): the driver's slice,
+#                                 a claim pod on CPU X (grant, CDI spec, cgroup), a second
+#                                 one Pending, agent and kubelet restarts move nothing,
+#                                 delete frees CPU X for the waiting pod.
 #   uninstall.sh                  `kubectl delete -k`; nothing of podfence left in the
 #                                 API; what stays on the node, as the README lists it.
 #   helm-e2e.sh                   last: deploy/helm/podfence with the same values (image, pool
@@ -82,6 +89,8 @@
 # CNI bridge change are restored, also after a failure or ^C (cleanup.sh).
 #
 # Environment: as test/e2e/lib.sh and test/e2e/node/lib.sh, with its own defaults:
+#   PODFENCE_E2E_K8S_VERSION=v1.37.2 (or v1.31.0: the releases tools/k8s-v*/go.mod pin;
+#     `make e2e-node PODFENCE_E2E_K8S_VERSION=v1.31.0`)
 #   PODFENCE_E2E_WORK=/tmp/pf-e2e-node, PODFENCE_E2E_CGROUP_PARENT=/podfence-e2e-node
 #   PODFENCE_E2E_NODE_PORTS="etcd apiserver kubelet kubelet-healthz registry extender"
 #     (default "22379 26443 20250 20248 25000 28888"; etcd also uses the next port; the
@@ -94,7 +103,9 @@ set -euo pipefail
 }
 export PODFENCE_E2E_WORK=${PODFENCE_E2E_WORK:-/tmp/pf-e2e-node}
 export PODFENCE_E2E_CGROUP_PARENT=${PODFENCE_E2E_CGROUP_PARENT:-/podfence-e2e-node}
+export PODFENCE_E2E_CDI_DIRS=/var/run/cdi # DRA drivers' CDI specs (node.sh binds it)
 . "$(dirname "$0")/lib.sh"
+pfn_k8s_version_check
 . "$(dirname "$0")/../checks.sh"
 . "$(dirname "$0")/cluster.sh"
 REPO=$(cd "$PF_E2E_DIR/../.." && pwd)
@@ -136,6 +147,7 @@ timed() {
 
 . "$(dirname "$0")/node.sh"
 . "$(dirname "$0")/cluster-setup.sh"
+. "$(dirname "$0")/dra-cluster.sh"
 . "$(dirname "$0")/deploy-manifests.sh"
 . "$(dirname "$0")/agent.sh"
 . "$(dirname "$0")/pods.sh"
@@ -150,6 +162,7 @@ timed() {
 . "$(dirname "$0")/node-patch-policy.sh"
 . "$(dirname "$0")/admission-policy.sh"
 . "$(dirname "$0")/scheduler-extender.sh"
+. "$(dirname "$0")/dra.sh"
 . "$(dirname "$0")/uninstall.sh"
 . "$(dirname "$0")/helm-install.sh"
 . "$(dirname "$0")/helm-e2e.sh"
@@ -174,6 +187,10 @@ sysctls_save
 timed node start_node
 timed kubelet start_kubelet
 pf_log "kubelet up (pid ${BG_PID[kubelet]}); node $NODE registered"
+if pf_k8s_at_least 1.34; then
+	step "DRA cluster: resource.k8s.io/v1, consumable capacity, the kubelet's plugin dirs"
+	timed dra-cluster prove_dra_cluster
+fi
 
 step "deploy/ (kubectl apply -k of an operator's overlay): the agent and webhook pods from $REGISTRY/podfence:$OVERLAY_TAG"
 bg_start agent-log agent_log_follow
@@ -207,6 +224,11 @@ timed lifecycle prove_agent_lifecycle
 
 step "scheduler extender: podfence-scheduler (kube-scheduler $PFN_K8S_VERSION) with the podfence extender"
 timed scheduler prove_scheduler_extender
+
+if pf_k8s_at_least 1.34; then
+	step "DRA: deploy/dra, node label podfence-e2e/pools=dra (exclusive_d=$X, requestAPI: dra), a claim pod on CPU $X"
+	timed dra prove_dra
+fi
 
 step "uninstall: kubectl delete -k; what stays on the node"
 timed uninstall prove_uninstall

@@ -3,10 +3,13 @@
 # namespace, ServiceAccounts, RBAC, webhook configurations, the ValidatingAdmissionPolicy), and
 # its containers end; then what stays on the node is found and compared with the README's
 # "Uninstall: what stays" (UNINSTALL_STAYS): podfence writes these and nothing removes them.
-# The shared pod of agent-lifecycle.sh runs throughout. Sourced by run.sh last.
+# A pod podfence placed runs throughout (UNINSTALL_POD: the shared pod of agent-lifecycle.sh,
+# or dra.sh's claim pod once it ran). Sourced by run.sh last.
 
-# UNINSTALL_STAYS: what the README lists, in the order uninstall_left prints it.
+# UNINSTALL_STAYS: what the README lists, in the order uninstall_left prints it; with the DRA
+# driver (dra.sh set UNINSTALL_DRA=1), the CDI spec of the claim still prepared too.
 UNINSTALL_STAYS="start-binary checkpoint node-label node-annotation node-resources container-cpus image"
+UNINSTALL_POD=life-shr UNINSTALL_DRA=0
 
 # uninstall_left: one line per podfence leftover on the node, "<item> <fact>".
 uninstall_left() {
@@ -15,6 +18,8 @@ uninstall_left() {
 	[[ -z $f ]] || echo "start-binary /opt/podfence/bin: ${f% }"
 	f=$(node_ns find /var/lib/podfence -type f 2>/dev/null | sed 's#^/var/lib/podfence/##' | sort | tr '\n' ' ')
 	[[ -z $f ]] || echo "checkpoint /var/lib/podfence: $(wc -w <<<"$f") files: $(cut -c1-120 <<<"${f% }")"
+	f=$(node_ns ls /var/run/cdi 2>/dev/null | grep '^dra\.podfence\.io-' | tr '\n' ' ')
+	[[ -z $f ]] || echo "dra-cdi-specs /var/run/cdi: ${f% }"
 	f=$(node_ns ls /var/lib/kubelet/device-plugins 2>/dev/null | grep podfence | tr '\n' ' ')
 	[[ -z $f ]] || echo "device-plugin-sockets ${f% }"
 	f=$(find /sys/fs/cgroup/*/ -name 'podfence-vm-*' 2>/dev/null | tr '\n' ' ')
@@ -27,8 +32,9 @@ uninstall_left() {
 	  (if ($l | length) > 0 then "node-label \($l | join(" "))" else empty end),
 	  (if ($a | length) > 0 then "node-annotation \($a | join(" "))" else empty end),
 	  (if ($c | length) > 0 then "node-resources capacity \($c | join(" ")), allocatable \($al | join(" "))" else empty end)'
-	if [[ -n ${CID[life-shr]:-} ]]; then
-		echo "container-cpus pod life-shr: $(fact life-shr "$(ctr_pid life-shr)" cpuset.cpus) cpu.cfs_quota_us=$(fact life-shr "$(ctr_pid life-shr)" cpu.cfs_quota_us)"
+	f=$UNINSTALL_POD
+	if [[ -n ${CID[$f]:-} ]]; then
+		echo "container-cpus pod $f: $(fact "$f" "$(ctr_pid "$f")" cpuset.cpus) cpu.cfs_quota_us=$(fact "$f" "$(ctr_pid "$f")" cpu.cfs_quota_us)"
 	fi
 	f=$(pf_crictl images -o json | jq -r '[.images[].repoTags[] | select(contains("/podfence:"))] | join(" ")')
 	[[ -z $f ]] || echo "image $f"
@@ -39,6 +45,7 @@ test_no_podfence_containers() { [[ -z $(pf_crictl ps -q --state running --label 
 
 prove_uninstall() {
 	local out left items want=$UNINSTALL_STAYS
+	((UNINSTALL_DRA)) && want=${want/checkpoint/checkpoint dra-cdi-specs}
 	if ! out=$(kc delete -k "$OVERLAY" --wait=true --timeout=180s 2>&1); then
 		fail "uninstall: kubectl delete -k" "$(tr '\n' ' ' <<<"$out" | cut -c1-400)"
 	fi
@@ -57,5 +64,11 @@ prove_uninstall() {
 	else
 		fail "uninstall: what stays on the node is the README's list" "found: ${items% } (want $want): $(tr '\n' ';' <<<"$left")"
 	fi
-	delete_pods life-shr
+	if ((UNINSTALL_DRA)); then
+		# Its claim cannot be unprepared with the driver gone: the pod stays Terminating
+		# until the end of the run (the README's advice: delete claim pods first).
+		kc delete pod -n "$NS" "$UNINSTALL_POD" --wait=false >/dev/null 2>&1 || true
+	else
+		delete_pods "$UNINSTALL_POD"
+	fi
 }
