@@ -80,8 +80,14 @@ func TestDRAComponentDaemonSet(t *testing.T) {
 	if want := []string{"kubelet-plugins", "kubelet-registry", "cdi", "dra-state"}; !slices.Equal(writable, want) {
 		t.Errorf("writable mounts %v, want %v", writable, want)
 	}
-	if want := []string{"pools", "sys", "cgroup"}; !slices.Equal(readOnly, want) {
+	if want := []string{"checkpoint", "pools", "sys", "cgroup"}; !slices.Equal(readOnly, want) {
 		t.Errorf("read-only mounts %v, want %v", readOnly, want)
+	}
+	// The agent's record of the layout in force, at the driver's --pools-in-force default.
+	for _, m := range drv.VolumeMounts {
+		if m.Name == "checkpoint" && (m.SubPath != "checkpoint" || m.MountPath != "/var/lib/podfence/checkpoint") {
+			t.Errorf("checkpoint mount %+v: want the agent's checkpoint dir (subPath checkpoint) at /var/lib/podfence/checkpoint", m)
+		}
 	}
 	for _, p := range []string{"/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi"} {
 		if mountOf[p] != p {
