@@ -109,7 +109,7 @@ func Class(labels map[string]string) (QoSClass, bool) {
 // class or the rules do not read the label.
 func (r QoSRules) For(labels map[string]string) (Knobs, bool) {
 	c, ok := Class(labels)
-	if !ok || r.m == nil {
+	if !ok { // a nil r.m (no rules) finds nothing below either
 		return Knobs{}, false
 	}
 	if c == QoSLSE {

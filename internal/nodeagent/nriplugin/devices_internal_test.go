@@ -46,6 +46,8 @@ func TestPoolDevices(t *testing.T) {
 			req: "exclusive_a=2", exact: "exclusive_a=3-4"},
 		{name: "not a CPU ID", devs: podresources.Devices{"podfence.io/exclusive_a": {"+3"}},
 			err: `kubelet allocated device "+3" of podfence.io/exclusive_a: want a CPU ID (a whole number 0-8191), as podfence's device plugin advertises`},
+		{name: "negative", devs: podresources.Devices{"podfence.io/exclusive_a": {"-1"}},
+			err: `kubelet allocated device "-1" of podfence.io/exclusive_a: want a CPU ID (a whole number 0-8191), as podfence's device plugin advertises`},
 		{name: "the largest CPU ID", devs: podresources.Devices{"podfence.io/exclusive_a": {"8191", "0"}}, req: "exclusive_a=2",
 			exact: "exclusive_a=0,8191"},
 		{name: "too large", devs: podresources.Devices{"podfence.io/exclusive_a": {"8192"}},
