@@ -6,9 +6,13 @@
 # (invert-loopctrl). Gremlins takes every reached mutant, in source order, so a run on the same
 # code is reproducible.
 #
+# Only PKG's own files: gremlins would also mutate its subpackages (paths with a /) yet run
+# only PKG's tests against them.
+#
 # Sampling (for CI's time budget): MUTATION_SAMPLE=P (percent, default 100) keeps about P % of
 # each package's non-test files, chosen by a hash of MUTATION_SEED (default 1) and the file
-# name, so the same seed picks the same files on every run; the rest are excluded.
+# name, so the same seed picks the same files on every run; the rest are excluded. A package
+# keeps at least one file (its lowest hash).
 #
 # Usage: hack/mutation.sh [FLOOR] PKG...   FLOOR: minimum efficacy in percent (default 0).
 # Prints one line per package and a table; exits 1 when a package is under FLOOR.
@@ -24,20 +28,23 @@ trap 'rm -f "$log"' EXIT
 status=0
 table=$(printf '%-36s %6s %7s %6s %6s %8s %9s\n' package files killed lived timeout efficacy "")
 
-# excluded PKG: --exclude-files arguments for the files of PKG left out of the sample.
+# excluded PKG: --exclude-files arguments for the files of PKG left out of the sample. A
+# package whose files all hash out keeps its lowest-hashed file: every package is sampled.
 excluded() {
-  local f h kept=0 all=0 args=()
+  local f h kept=() out=() all=0 min=-1 minf="" args=()
   for f in "$1"/*.go; do
     [[ $f == *_test.go ]] && continue
     all=$((all + 1))
     h=$(printf '%s:%s' "$seed" "${f#./}" | cksum | cut -d' ' -f1)
-    if ((h % 100 < sample)); then
-      kept=$((kept + 1))
-    else
-      args+=(--exclude-files "^$(basename "$f" .go)\\.go\$")
-    fi
+    if ((h % 100 < sample)); then kept+=("$f"); else out+=("$f"); fi
+    if ((min < 0 || h % 100 < min)); then min=$((h % 100)) minf=$f; fi
   done
-  FILES="$kept/$all"
+  if ((${#kept[@]} == 0 && all > 0)); then kept=("$minf"); fi
+  for f in ${out[@]+"${out[@]}"}; do
+    [[ $f == "${kept[0]}" ]] && continue
+    args+=(--exclude-files "^$(basename "$f" .go)\\.go\$")
+  done
+  FILES="${#kept[@]}/$all"
   EXCLUDE=(${args[@]+"${args[@]}"})
 }
 
@@ -47,7 +54,7 @@ for pkg in "$@"; do
   # -count=1: a cached test run would make gremlins time each mutant against a near-zero
   # coverage run, and every mutant would time out.
   if ! GOFLAGS="${GOFLAGS:-} -count=1" go run "$gremlins" unleash --workers 2 --timeout-coefficient 10 \
-    --invert-logical --invert-loopctrl ${EXCLUDE[@]+"${EXCLUDE[@]}"} "$pkg" >"$log" 2>&1; then
+    --invert-logical --invert-loopctrl --exclude-files / ${EXCLUDE[@]+"${EXCLUDE[@]}"} "$pkg" >"$log" 2>&1; then
     tail -20 "$log"
     echo "gremlins failed on $pkg" >&2
     status=1
