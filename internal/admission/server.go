@@ -80,10 +80,7 @@ func Serve(ctx context.Context, ln net.Listener, opts Options, log *slog.Logger)
 	logConfig(log, "config loaded", cfg)
 	logCert(log, "serving certificate", certs)
 
-	interval := opts.ReloadInterval
-	if interval <= 0 {
-		interval = 10 * time.Second
-	}
+	interval := reloadEvery(opts.ReloadInterval)
 	var reloadFailures atomic.Int64
 	cc := certCollector{certs: certs, failures: func() float64 { return float64(reloadFailures.Load()) }}
 	srv := newServer(withMetrics(NewLimitedHandler(current.Load, log, opts.Limits), cc), certs, opts, log)
@@ -165,4 +162,15 @@ func logCert(log *slog.Logger, msg string, certs *CertReloader) {
 		return
 	}
 	log.Info(msg, "subject", c.Leaf.Subject.String(), "dnsNames", c.Leaf.DNSNames, "notAfter", c.Leaf.NotAfter)
+}
+
+// defaultReload is how often files are checked when Options.ReloadInterval is not positive.
+const defaultReload = 10 * time.Second
+
+// reloadEvery is the reload interval Serve uses for Options.ReloadInterval d.
+func reloadEvery(d time.Duration) time.Duration {
+	if d <= 0 {
+		return defaultReload
+	}
+	return d
 }
