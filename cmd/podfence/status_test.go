@@ -129,9 +129,18 @@ func TestStatusAgainstAgent(t *testing.T) {
 			t.Errorf("status lacks\n%s", want)
 		}
 	}
-	group := "ns:telco" // with the cookie's state unless ok (unsupported on kernels without core scheduling)
-	if st := r.Containers[1].CookieState; st != "ok" && st != "" && st != "none" {
-		group += " (" + st + ")"
+	// The pods' group, with the cookie's state unless ok. A node that cannot make cookies
+	// (no SMT or no core scheduling) keeps no group for pods that do not ask for one.
+	var cs struct{ Supported bool }
+	if err := json.Unmarshal(r.Extensions["coresched"], &cs); err != nil {
+		t.Fatal(err)
+	}
+	group := "-"
+	if cs.Supported {
+		group = "ns:telco"
+		if st := r.Containers[1].CookieState; st != "ok" && st != "" && st != "none" {
+			group += " (" + st + ")"
+		}
 	}
 	for _, row := range [][]string{
 		{"telco/router", "fwd", "exclusive_dp", "4-7", "-", group, "1Mi", "1Mi"},

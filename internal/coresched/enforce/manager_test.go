@@ -171,7 +171,10 @@ func TestStartWithoutCookie(t *testing.T) {
 	}{
 		{name: "policy none", labels: []string{coresched.LabelPolicy, "none"}, want: StateNone},
 		{name: "default none", def: coresched.NoGroup, want: StateNone},
-		{name: "no core scheduling", probe: kernel.ErrNoSchedCore, want: StateUnsupported},
+		{name: "no core scheduling, a group asked for", probe: kernel.ErrNoSchedCore, labels: []string{coresched.LabelGroup, "a"},
+			want: StateUnsupported},
+		{name: "no core scheduling, default group", probe: kernel.ErrNoSchedCore, want: ""},
+		{name: "no core scheduling, policy none", probe: kernel.ErrNoSchedCore, labels: []string{coresched.LabelPolicy, "none"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newFakeNode(t)
@@ -186,8 +189,9 @@ func TestStartWithoutCookie(t *testing.T) {
 			if calls := n.takeCalls(); len(calls) != 0 {
 				t.Errorf("calls %q: want none", calls)
 			}
-			if st := m.book.members[ctr.Id].State; st != tc.want {
-				t.Errorf("state %q, want %q", st, tc.want)
+			mem, ok := m.book.members[ctr.Id]
+			if st := mem.State; st != tc.want || ok != (tc.want != "") {
+				t.Errorf("state %q (recorded %v), want %q (a node without cookies records only a member it reports)", st, ok, tc.want)
 			}
 		})
 	}

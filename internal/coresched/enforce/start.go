@@ -10,8 +10,20 @@ import (
 )
 
 // start locates a new member's tasks, gives them its group's cookie and records it. An
-// error (logged by the agent) leaves the member recorded as failed.
+// error (logged by the agent) leaves the member recorded as failed. On a node that will
+// never make cookies, only a member that asks for a group is recorded (it is reported as
+// degraded): the others cost no I/O, record or metric series.
 func (m *Manager) start(mem member, pid int, cgroupsPath string) error {
+	m.mu.Lock()
+	if m.unusable != nil && stateWithout(m.unusable) == StateUnsupported {
+		if mem.Group.Explicit() && !mem.Group.None() {
+			mem.State = StateUnsupported
+			m.record(mem, 0)
+		}
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.Unlock()
 	pids, lerr := m.locate(&mem, pid, cgroupsPath)
 	m.mu.Lock()
 	defer m.mu.Unlock()
