@@ -1,28 +1,16 @@
 package nriplugin_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
-	"github.com/podfence/podfence/internal/cpu/plan"
-	"github.com/podfence/podfence/internal/cpu/pools"
-	"github.com/podfence/podfence/internal/cpu/topology"
-	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 )
 
@@ -156,136 +144,6 @@ func BenchmarkCreateContainer(b *testing.B) {
 			b.ReportMetric(p99/b99, "p99-ratio")
 		})
 	}
-}
-
-// rssChildEnv makes the test binary run one plugin and nothing else (see rssChild):
-// "podfence <socket> <checkpoint dir>" or "nop <socket>".
-const rssChildEnv = "PODFENCE_TEST_RSS_CHILD"
-
-// rssChild runs a plugin alone in this process until SIGTERM, so its RSS is the plugin's. At
-// each SIGUSR1 it flushes the agent's checkpoint and then writes a line to stdout.
-func rssChild() int {
-	args := strings.Fields(os.Getenv(rssChildEnv))
-	usr := make(chan os.Signal, 1)
-	signal.Notify(usr, syscall.SIGUSR1)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	answer := func(flush func() error) {
-		for range usr {
-			if err := flush(); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-			}
-			fmt.Println("flushed")
-		}
-	}
-	if args[0] == "nop" {
-		go answer(func() error { return nil })
-		s, err := startNop(ctx, args[1])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		<-ctx.Done()
-		s.Stop()
-		return 0
-	}
-	topo, _ := topology.Synthetic(benchTopology)
-	cfg, _ := pools.Parse("bench", []byte(benchPools))
-	layout, err := pools.Resolve(cfg, topo)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	store, err := checkpoint.Open(args[2])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	a := nriplugin.New(plan.NewNode(topo, layout, plan.Policy{}), store, slog.New(slog.DiscardHandler), nriplugin.Options{})
-	go answer(a.Flush)
-	err = a.Run(ctx, nriplugin.Connection{Socket: args[1], PluginName: "podfence", PluginIndex: "10"})
-	if cerr := a.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
-
-// childRSS starts a plugin process on rt and returns its VmRSS in MiB with no container and
-// then at each of ks default-pool containers (added through rt), once its checkpoint writes
-// are done.
-func childRSS(b *testing.B, rt *runtime, args string, ks ...int) []float64 {
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), rssChildEnv+"="+args)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	rt.waitPlugins(1)
-	lines := bufio.NewScanner(out)
-	rss := []float64{vmRSS(b, cmd.Process.Pid)}
-	have := 0
-	for _, k := range ks {
-		grow(b, rt, have, k, false)
-		have = k
-		if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-			b.Fatal(err)
-		}
-		if !lines.Scan() {
-			b.Fatalf("plugin process %q: no answer to SIGUSR1: %v", args, lines.Err())
-		}
-		rss = append(rss, vmRSS(b, cmd.Process.Pid))
-	}
-	return rss
-}
-
-func vmRSS(b *testing.B, pid int) float64 {
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	b.Fatalf("no VmRSS in /proc/%d/status", pid)
-	return 0
-}
-
-// BenchmarkAgentRSS reports the agent process's resident memory with 0, 1,000 and 5,000
-// default-pool containers, next to a do-nothing plugin process in the same state, against the
-// targets of 25 MB at 1,000 and 40 MB at 5,000 (MB = 10^6 bytes).
-func BenchmarkAgentRSS(b *testing.B) {
-	pf, base := newRuntime(b), newRuntime(b)
-	ks := []int{1000, 5000}
-	pfRSS := childRSS(b, pf, "podfence "+pf.sock+" "+b.TempDir(), ks...)
-	nopRSS := childRSS(b, base, "nop "+base.sock, ks...)
-	for b.Loop() {
-	}
-	targetMiB := map[int]float64{1000: 25e6 / (1 << 20), 5000: 40e6 / (1 << 20)}
-	var w strings.Builder
-	fmt.Fprintf(&w, "%-8s %14s %10s %7s  %s\n", "K", "podfence MiB", "nop MiB", "ratio", "target")
-	for i, k := range append([]int{0}, ks...) {
-		target := "-"
-		if t, ok := targetMiB[k]; ok {
-			target = fmt.Sprintf("< %.1f MiB: %s", t, met(pfRSS[i] < t))
-		}
-		fmt.Fprintf(&w, "%-8d %14.1f %10.1f %7.2f  %s\n", k, pfRSS[i], nopRSS[i], pfRSS[i]/nopRSS[i], target)
-		b.ReportMetric(pfRSS[i], fmt.Sprintf("rss%d-MiB", k))
-		b.ReportMetric(nopRSS[i], fmt.Sprintf("nop-rss%d-MiB", k))
-	}
-	b.Log("\n" + w.String())
 }
 
 // met renders whether a target was met.
