@@ -83,9 +83,14 @@ qemu-node:
 	bash hack/qemu/run-node.sh
 
 # exec -> core-scheduling cookie on the guest's real kernel (BenchmarkQEMUExecToCookie in
-# coresched/enforce: the watcher against the same fork+exec without it, one run).
+# coresched/enforce: the watcher against the same fork+exec without it, one run), 1,000
+# samples of each. The guest gets no more vCPUs than the host has CPUs (1 core x 2 threads
+# on a 2-CPU host): a vCPU the host preempts stalls the guest's kernel for a host time slice.
+QEMU_BENCH_CORES ?= $(shell n=$$(nproc); echo $$(( n >= 4 ? 2 : 1 )))
+QEMU_BENCHTIME ?= 1000x
 qemu-bench:
-	PODFENCE_QEMU_BENCH=QEMUExecToCookie bash hack/qemu/run-go-test.sh ./internal/coresched/enforce '^$$'
+	PODFENCE_QEMU_BENCH=QEMUExecToCookie PODFENCE_QEMU_BENCHTIME=$(QEMU_BENCHTIME) PODFENCE_QEMU_CORES=$(QEMU_BENCH_CORES) \
+		bash hack/qemu/run-go-test.sh ./internal/coresched/enforce '^$$'
 
 clean:
 	rm -rf bin

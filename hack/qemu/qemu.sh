@@ -8,7 +8,7 @@
 #   TCG. A /dev/kvm without either flag is a software hypervisor such as kvm_pvm, which runs
 #   only PVM-enabled guest kernels: ours hangs there in the boot ROM.
 # qemu_boot KERNEL INITRAMFS MEMORY_MB LIMIT_S CONSOLE_LOG
-#   Boots the guest (q35, 4 vCPUs = 1 socket x 2 cores x 2 threads, no NIC) under timeout(1)
+#   Boots the guest (q35, 1 socket x QEMU_CORES cores x 2 threads, no NIC) under timeout(1)
 #   with QEMU_ACCEL (qemu_accel first if unset), streams its console to stdout (without \r
 #   and the firmware's terminal resets) and returns QEMU's exit status: 124 or 137 when
 #   killed at LIMIT_S, 125 when a KVM guest printed nothing of its init (QEMU failed, or
@@ -62,15 +62,25 @@ qemu_kvm_unusable() {
 # qemu_accel_name: "KVM" or "TCG", for log lines.
 qemu_accel_name() { if [ "$QEMU_ACCEL" = kvm ]; then echo KVM; else echo TCG; fi; }
 
+# QEMU_CORES: the guest's cores, 2 threads each (PODFENCE_QEMU_CORES, default 2).
+QEMU_CORES=${PODFENCE_QEMU_CORES:-2}
+
 qemu_boot() {
   local kernel=$1 initramfs=$2 mem=$3 limit=$4 console=$5 spid wpid rc=0 cpu
+  case $QEMU_CORES in
+  [1-9] | [1-9][0-9]) ;;
+  *)
+    printf 'qemu.sh: PODFENCE_QEMU_CORES=%s: want a number of cores from 1 to 99\n' "$QEMU_CORES" >&2
+    return 2
+    ;;
+  esac
   [ -n "${QEMU_ACCEL:-}" ] || qemu_accel || return
   cpu=qemu64,vendor=GenuineIntel
   if [ "$QEMU_ACCEL" = kvm ]; then cpu=host; fi
   : >"$console"
   timeout -k 5 "$limit" qemu-system-x86_64 \
     -machine q35 -accel "$QEMU_ACCEL" -cpu "$cpu" -m "$mem" \
-    -smp 4,sockets=1,cores=2,threads=2 \
+    -smp "$((QEMU_CORES * 2))",sockets=1,cores="$QEMU_CORES",threads=2 \
     -kernel "$kernel" -initrd "$initramfs" \
     -append "console=ttyS0 panic=-1 quiet" \
     -nic none -nographic -no-reboot </dev/null >"$console" 2>&1 &

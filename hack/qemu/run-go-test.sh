@@ -10,6 +10,7 @@
 #        PODFENCE_QEMU_BENCH         also run the benchmarks matching this -test.bench regexp
 #        PODFENCE_QEMU_BENCHTIME     their -test.benchtime (default 200x)
 #        PODFENCE_QEMU_MEMORY        guest memory in MiB (default 1024)
+#        PODFENCE_QEMU_CORES         guest cores, 2 threads each (default 2)
 #        PODFENCE_QEMU_ACCEL         tcg or kvm (default: KVM when usable, see qemu.sh)
 #        PODFENCE_QEMU_KEEP=1        keep the work directory (initramfs, console log)
 #        + kernel.sh's variables
@@ -17,7 +18,7 @@
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  sed -n '2,17p' "$0" >&2
+  sed -n '2,18p' "$0" >&2
   exit 2
 fi
 pkg=$1
@@ -77,7 +78,7 @@ if [ "$(id -u)" = 0 ]; then mknod -m 600 "$root/dev/console" c 5 1; fi
 t_built=$(date +%s)
 
 qemu_accel
-log "booting $(basename "$(dirname "$kernel")") under QEMU ($(qemu_accel_name): $QEMU_ACCEL_WHY; 4 vCPUs = 2 cores x 2 threads, ${mem} MiB, limit ${limit}s)"
+log "booting $(basename "$(dirname "$kernel")") under QEMU ($(qemu_accel_name): $QEMU_ACCEL_WHY; $((QEMU_CORES * 2)) vCPUs = $QEMU_CORES cores x 2 threads, ${mem} MiB, limit ${limit}s)"
 console=$work/console.log
 rc=0
 qemu_boot "$kernel" "$work/initramfs.cpio.gz" "$mem" "$limit" "$console" || rc=$?

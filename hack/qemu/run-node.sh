@@ -73,7 +73,7 @@ t_built=$(date +%s)
 log "initramfs $(du -m "$work/initramfs.cpio" | cut -f1) MiB"
 
 qemu_accel
-log "booting $(basename "$(dirname "$kernel")") under QEMU ($(qemu_accel_name): $QEMU_ACCEL_WHY; 4 vCPUs = 2 cores x 2 threads, ${mem} MiB, limit ${limit}s)"
+log "booting $(basename "$(dirname "$kernel")") under QEMU ($(qemu_accel_name): $QEMU_ACCEL_WHY; $((QEMU_CORES * 2)) vCPUs = $QEMU_CORES cores x 2 threads, ${mem} MiB, limit ${limit}s)"
 console=$work/console.log
 rc=0
 qemu_boot "$kernel" "$work/initramfs.cpio" "$mem" "$limit" "$console" || rc=$?

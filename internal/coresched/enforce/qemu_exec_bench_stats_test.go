@@ -11,14 +11,15 @@ import (
 	"github.com/podfence/podfence/internal/testwait"
 )
 
-// phaseKernel notes when the manager first called Get on each pid and when its Share to it
-// started and returned, to split a watcher repair into phases.
+// phaseKernel notes when the manager called Get on each pid and when its Shares to it
+// started and returned, to split a watcher repair into phases. A pid's times are kept in
+// order: the guest reuses pids over a long run, and phases picks those after the event.
 type phaseKernel struct {
 	Kernel
 	calls *counting
 
 	mu                   sync.Mutex
-	get, shared, started map[int]int64
+	get, shared, started map[int][]int64
 }
 
 func newPhaseKernel() *phaseKernel {
@@ -31,16 +32,14 @@ func newPhaseKernel() *phaseKernel {
 func (k *phaseKernel) reset() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.get, k.started, k.shared = map[int]int64{}, map[int]int64{}, map[int]int64{}
+	k.get, k.started, k.shared = map[int][]int64{}, map[int][]int64{}, map[int][]int64{}
 }
 
-func (k *phaseKernel) note(m map[int]int64, pid int) {
+func (k *phaseKernel) note(m map[int][]int64, pid int) {
 	now := procevents.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if _, ok := m[pid]; !ok {
-		m[pid] = now
-	}
+	m[pid] = append(m[pid], now)
 }
 
 func (k *phaseKernel) Get(pid int) (kernel.Cookie, error) {
@@ -55,10 +54,18 @@ func (k *phaseKernel) Share(from, pid int, s kernel.Scope) error {
 	return err
 }
 
+// ShareHere is noted as Share; the watcher calls it on its own thread.
+func (k *phaseKernel) ShareHere(from, pid int, s kernel.Scope) error {
+	k.note(k.started, pid)
+	err := k.calls.ShareHere(from, pid, s)
+	k.note(k.shared, pid)
+	return err
+}
+
 // phases of one watcher repair of pid, whose exec event the kernel stamped at ev:
 // the event until the watcher's Get of the pid (netlink delivery, reading its cgroup, the
 // book's lookup), until its Share (GET of the pid and of a source task), and the Share
-// (SHARE_FROM and SHARE_TO on a throw-away thread, and waiting for that thread to end).
+// (SHARE_FROM, SHARE_TO and putting the sharing thread's cookie back).
 type phases struct {
 	ok                    bool
 	ev                    int64
@@ -68,11 +75,26 @@ type phases struct {
 func (k *phaseKernel) phases(pid int, ev int64) phases {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	g, s, d := k.get[pid], k.started[pid], k.shared[pid]
+	g := firstFrom(k.get[pid], ev)
+	s := firstFrom(k.started[pid], g)
+	d := firstFrom(k.shared[pid], s)
 	if ev == 0 || g == 0 || s == 0 || d == 0 {
 		return phases{}
 	}
 	return phases{ok: true, ev: ev, deliver: time.Duration(g - ev), check: time.Duration(s - g), share: time.Duration(d - s)}
+}
+
+// firstFrom returns the first of times at or after t (0 when t is 0 or there is none).
+func firstFrom(times []int64, t int64) int64 {
+	if t == 0 {
+		return 0
+	}
+	for _, x := range times {
+		if x >= t {
+			return x
+		}
+	}
+	return 0
 }
 
 // execStats are one sub-benchmark's samples.

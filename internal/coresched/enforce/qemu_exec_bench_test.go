@@ -90,7 +90,7 @@ type execBench struct {
 	others int
 
 	mu      sync.Mutex
-	repairs map[int]int64      // pid → the kernel's exec event time, from the watcher's repairs
+	repairs map[int][]int64    // pid → the kernel's exec event times, from the watcher's repairs
 	heard   map[int][][2]int64 // pid → its exec events' times and when a second listener read them
 }
 
@@ -98,6 +98,7 @@ type execBench struct {
 // first polls that showed the exec and the cookie.
 type execSample struct {
 	pid               int
+	since             int64 // before its fork: events of the pid before are another process's
 	ev, execd, cookie int64
 	timeout           bool
 }
@@ -126,7 +127,7 @@ func newExecBench(b *testing.B) *execBench {
 	waitReadableTB(b)
 	self, err := os.Executable()
 	mustB(b, err)
-	e := &execBench{parked: filepath.Join(b.TempDir(), parkedName), repairs: map[int]int64{}, heard: map[int][][2]int64{}}
+	e := &execBench{parked: filepath.Join(b.TempDir(), parkedName), repairs: map[int][]int64{}, heard: map[int][][2]int64{}}
 	e.listen(b)
 	mustB(b, os.Symlink(self, e.parked))
 	e.k = newPhaseKernel()
@@ -219,7 +220,7 @@ func (e *execBench) onRepair(r Repair) {
 		return
 	}
 	e.mu.Lock()
-	e.repairs[r.Pid] = procevents.Now() - int64(r.Delay)
+	e.repairs[r.Pid] = append(e.repairs[r.Pid], procevents.Now()-int64(r.Delay))
 	e.mu.Unlock()
 }
 
@@ -255,9 +256,9 @@ func (e *execBench) measure(b *testing.B, n int) execStats {
 			s := e.once(b, true)
 			// The watcher reports a repair after its throw-away thread is gone, which may
 			// be after the poll saw the cookie.
-			testwait.Until(execWait, func() bool { return e.eventTime(s.pid) != 0 })
-			h := e.heardAt(s.pid)
-			st.add(s, e.k.phases(s.pid, e.eventTime(s.pid)), time.Duration(h[1]-h[0]))
+			testwait.Until(execWait, func() bool { return e.eventTime(s.pid, s.since) != 0 })
+			h := e.heardAt(s.pid, s.since)
+			st.add(s, e.k.phases(s.pid, e.eventTime(s.pid, s.since)), time.Duration(h[1]-h[0]))
 		}
 	}
 	e.stopWatcher()
@@ -265,21 +266,33 @@ func (e *execBench) measure(b *testing.B, n int) execStats {
 	return st
 }
 
-// heardAt returns the time of the exec event of "parked" in process pid (its second exec,
-// after the enter helper's) and when the listener read it; zeros before.
-func (e *execBench) heardAt(pid int) [2]int64 {
+// heardAt returns the time of the exec event of "parked" in process pid (its second exec
+// since since, after the enter helper's) and when the listener read it; zeros before. The
+// guest reuses pids over a long run: older events of the pid are left out.
+func (e *execBench) heardAt(pid int, since int64) [2]int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if h := e.heard[pid]; len(h) >= 2 {
-		return h[1]
+	n := 0
+	for _, h := range e.heard[pid] {
+		if h[0] >= since {
+			if n++; n == 2 {
+				return h
+			}
+		}
 	}
 	return [2]int64{}
 }
 
-func (e *execBench) eventTime(pid int) int64 {
+// eventTime returns the exec event time of the watcher's repair of pid since since; 0 before.
+func (e *execBench) eventTime(pid int, since int64) int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.repairs[pid]
+	for _, t := range e.repairs[pid] {
+		if t >= since {
+			return t
+		}
+	}
+	return 0
 }
 
 // once runs one sample; withCookie waits for the cookie too.
@@ -292,10 +305,11 @@ func (e *execBench) once(b *testing.B, withCookie bool) execSample {
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	mustB(b, err)
+	since := procevents.Now()
 	mustB(b, cmd.Start())
 	defer func() { _ = in.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	pid := cmd.Process.Pid
-	s := execSample{pid: pid}
+	s := execSample{pid: pid, since: since}
 	comm := fmt.Sprintf("/proc/%d/comm", pid)
 	start := procevents.Now()
 	var execd, cookie int64
@@ -322,9 +336,9 @@ func (e *execBench) once(b *testing.B, withCookie bool) execSample {
 		}
 		time.Sleep(execPoll)
 	}
-	if !testwait.Until(execWait, func() bool { return e.heardAt(pid)[0] != 0 }) {
+	if !testwait.Until(execWait, func() bool { return e.heardAt(pid, since)[0] != 0 }) {
 		b.Fatalf("the benchmark's listener did not hear the exec of pid %d", pid)
 	}
-	s.ev, s.execd, s.cookie = e.heardAt(pid)[0], execd, cookie
+	s.ev, s.execd, s.cookie = e.heardAt(pid, since)[0], execd, cookie
 	return s
 }

@@ -73,6 +73,21 @@ func (c *counting) Share(from, pid int, s kernel.Scope) error {
 }
 func (c *counting) Get(pid int) (kernel.Cookie, error) { c.add("get", 1); return c.Kernel.Get(pid) }
 
+// ShareHere counts as Share; it runs on the calling thread when the kernel can.
+func (c *counting) ShareHere(from, pid int, s kernel.Scope) error {
+	h, ok := c.Kernel.(hereSharer)
+	if !ok {
+		return c.Share(from, pid, s)
+	}
+	c.add("share", 2)
+	start := time.Now()
+	err := h.ShareHere(from, pid, s)
+	c.mu.Lock()
+	c.shares = append(c.shares, time.Since(start))
+	c.mu.Unlock()
+	return err
+}
+
 // take returns and resets the counts.
 func (c *counting) take() (map[string]int, int) {
 	c.mu.Lock()

@@ -105,7 +105,7 @@ func (m *Manager) reconcile(recovered bool) reconcileReport {
 			ts, n := m.wrongTasks(pid, want[mem.ID])
 			rep.Tasks += n
 			for _, t := range ts {
-				err := m.repair(mem.ID, want[mem.ID], t.pid, t.scope)
+				err := m.repair(mem.ID, want[mem.ID], t.pid, t.scope, m.k.Share)
 				if err != nil {
 					if !gone(err) && !errors.Is(err, errStale) {
 						rep.Errs = append(rep.Errs, err)

@@ -114,7 +114,7 @@ func TestHandle(t *testing.T) {
 			calls: []string{"get 140"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m.handle(tc.ev)
+			m.handle(tc.ev, m.k.Share)
 			if got := n.takeCalls(); !slices.Equal(got, tc.calls) {
 				t.Errorf("calls %q, want %q", got, tc.calls)
 			}
@@ -124,7 +124,7 @@ func TestHandle(t *testing.T) {
 		t.Errorf("thread 141 of the repaired process: %#x, want %#x", n.cookieOf(141), want)
 	}
 	n.setCookie(0, 141)
-	m.handle(procevents.Event{What: procevents.Fork, ParentPid: 140, ParentTgid: 140, Pid: 141, Tgid: 140})
+	m.handle(procevents.Event{What: procevents.Fork, ParentPid: 140, ParentTgid: 140, Pid: 141, Tgid: 140}, m.k.Share)
 	if got := n.takeCalls(); !slices.Equal(got, []string{"get 141", "get 110", "share 110>141 thread"}) {
 		t.Errorf("new thread: calls %q", got)
 	}
@@ -196,7 +196,7 @@ func TestSharedCgroup(t *testing.T) {
 	want := n.cookieOf(110)
 	m.RemoveContainer(ctx, pod, a)
 	n.spawn("/kubepods/podp1", 130)
-	m.handle(procevents.Event{What: procevents.Exec, Pid: 130, Tgid: 130})
+	m.handle(procevents.Event{What: procevents.Exec, Pid: 130, Tgid: 130}, m.k.Share)
 	if got := n.cookieOf(130); got != want || got == 0 {
 		t.Errorf("exec in the shared cgroup after a's removal: %#x, want b's group's %#x", got, want)
 	}

@@ -147,8 +147,9 @@ func (m *Manager) shareAll(src int, pids []int) error {
 
 var errStale = errors.New("member or group cookie changed meanwhile")
 
-// repair gives task pid at scope the cookie of member id's group, if that is still want.
-func (m *Manager) repair(id string, want kernel.Cookie, pid int, scope kernel.Scope) error {
+// repair gives task pid at scope the cookie of member id's group through share, if that is
+// still want.
+func (m *Manager) repair(id string, want kernel.Cookie, pid int, scope kernel.Scope, share shareFunc) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mem, ok := m.book.members[id]
@@ -159,7 +160,7 @@ func (m *Manager) repair(id string, want kernel.Cookie, pid int, scope kernel.Sc
 	if !ok {
 		return fmt.Errorf("group %s: no live task carries its cookie", mem.Group)
 	}
-	return m.k.Share(src, pid, scope)
+	return share(src, pid, scope)
 }
 
 // record puts mem in the book and the metrics. The caller holds m.mu.

@@ -24,12 +24,27 @@ func (m *Manager) watch(ctx context.Context, kick chan<- struct{}) {
 	defer m.setWatching(false)
 	go func() { <-ctx.Done(); c.Close() }()
 	m.log.Info("core scheduling: watching process events")
+	for {
+		// The reader keeps its own thread: it waits for events there and shares cookies
+		// there (ShareHere), with no handoff between threads.
+		again := make(chan bool, 1)
+		kernel.OnOwnThread(func() { again <- m.read(ctx, c, kick, m.shareHere) })
+		if !<-again {
+			return
+		}
+		m.log.Warn("core scheduling: the watcher's thread kept a cookie; it ends, and the watcher goes on on a new thread")
+	}
+}
+
+// read handles the events of c until ctx ends or the watcher stops (false), or until share
+// leaves the thread with another cookie (true: go on on a new thread).
+func (m *Manager) read(ctx context.Context, c *procevents.Conn, kick chan<- struct{}, share shareFunc) bool {
 	buf := make([]byte, 64<<10)
 	for {
 		evs, err := c.Read(buf)
 		switch {
 		case ctx.Err() != nil:
-			return
+			return false
 		case errors.Is(err, procevents.ErrLost):
 			m.log.Warn("core scheduling: process events lost (socket buffer overrun); reconciling now")
 			select {
@@ -39,12 +54,38 @@ func (m *Manager) watch(ctx context.Context, kick chan<- struct{}) {
 			continue
 		case err != nil:
 			m.log.Error("core scheduling: process-event watcher stopped", "err", err)
-			return
+			return false
 		}
 		for _, ev := range evs {
-			m.handle(ev)
+			if errors.Is(m.handle(ev, share), kernel.ErrThreadTainted) {
+				return true
+			}
 		}
 	}
+}
+
+// shareFunc gives the tasks of pid at scope the cookie of thread from (Kernel.Share).
+type shareFunc func(from, pid int, scope kernel.Scope) error
+
+// hereSharer is a Kernel that can share on the calling thread (kernel.Prctl).
+type hereSharer interface {
+	ShareHere(from, pid int, scope kernel.Scope) error
+}
+
+// shareHere shares on the calling thread, which must be locked and not the main one, when
+// the kernel can; else through Share. It counts as a share.
+func (m *Manager) shareHere(from, pid int, scope kernel.Scope) error {
+	c, ok := m.k.(counted)
+	if !ok {
+		return m.k.Share(from, pid, scope)
+	}
+	h, ok := c.Kernel.(hereSharer)
+	if !ok {
+		return m.k.Share(from, pid, scope)
+	}
+	err := h.ShareHere(from, pid, scope)
+	c.ops.WithLabelValues("share", result(err)).Inc()
+	return err
 }
 
 func (m *Manager) setWatching(on bool) {
@@ -55,41 +96,43 @@ func (m *Manager) setWatching(on bool) {
 }
 
 // handle checks the task of a fork or exec event: if it is in a member's cgroup and lacks
-// the group's cookie, it gets it (a new thread alone, else the whole process).
-func (m *Manager) handle(ev procevents.Event) {
+// the group's cookie, it gets it through share (a new thread alone, else the whole process).
+// It returns the repair's error.
+func (m *Manager) handle(ev procevents.Event, share shareFunc) error {
 	if ev.What != procevents.Fork && ev.What != procevents.Exec || ev.Tgid == m.self {
-		return
+		return nil
 	}
 	b, err := m.proc.cgroupFile(ev.Pid)
 	if err != nil {
-		return
+		return nil
 	}
 	path, ok := m.cg.taskCgroup(b)
 	if !ok {
-		return
+		return nil
 	}
 	m.mu.Lock()
 	mem, want, ok := m.book.inCgroup(path)
 	m.mu.Unlock()
 	if !ok || mem.State != StateOK || want == 0 {
-		return
+		return nil
 	}
 	if c, err := m.k.Get(ev.Pid); err != nil || c == want {
-		return
+		return nil
 	}
 	pid, scope := ev.Tgid, kernel.Process
 	if ev.Thread() {
 		pid, scope = ev.Pid, kernel.Thread
 	}
-	if err := m.repair(mem.ID, want, pid, scope); err != nil {
+	if err := m.repair(mem.ID, want, pid, scope, share); err != nil {
 		if !gone(err) && !errors.Is(err, errStale) {
 			m.log.Warn("core scheduling: watcher could not repair a task", "pod", mem.Pod, "container", mem.Name,
 				"pid", pid, "err", err)
 		}
-		return
+		return err
 	}
 	delay := time.Duration(procevents.Now() - int64(ev.Time))
 	m.met.repaired.WithLabelValues("watcher").Inc()
 	m.met.delay.WithLabelValues(ev.What.String()).Observe(delay.Seconds())
 	m.report(Repair{By: "watcher", Member: mem.ID, Pid: pid, Scope: scope, Event: ev.What.String(), Delay: delay})
+	return nil
 }

@@ -77,4 +77,7 @@ var (
 	// ErrCallerCookie: the throw-away thread already had a cookie, so Clear would copy it; an
 	// earlier caller left a cookie on the process.
 	ErrCallerCookie = errors.New("calling thread has a core-scheduling cookie")
+	// ErrThreadTainted: ShareHere could not give the calling thread its own cookie back; the
+	// caller must let that thread end (return from its goroutine while locked).
+	ErrThreadTainted = errors.New("calling thread kept another cookie")
 )

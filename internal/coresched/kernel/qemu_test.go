@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/podfence/podfence/internal/testwait"
 )
 
@@ -270,4 +272,41 @@ func checkOwnThreads(t *testing.T) {
 		}
 	}
 	t.Logf("all %d threads of the test process have cookie 0", len(tids))
+}
+
+// TestQEMUShareHere: ShareHere, on a thread of OnOwnThread's, gives the destination the
+// source's cookie and leaves that thread, and every other of the process, at cookie 0.
+func TestQEMUShareHere(t *testing.T) {
+	needQEMU(t)
+	waitReadable(t)
+	k := Prctl{}
+	src := startChild(t, "sleep", nil)
+	must(t, "create source", k.Create(src.pid, Process))
+	want := cookieOf(t, src.pid)
+	dst := startChild(t, "sleep", nil)
+	type result struct {
+		tid int
+		own Cookie
+		err error
+	}
+	done := make(chan result, 1)
+	OnOwnThread(func() {
+		r := result{tid: unix.Gettid()}
+		if r.err = k.ShareHere(src.pid, dst.pid, Process); r.err == nil {
+			r.own, r.err = k.Get(r.tid)
+		}
+		done <- r
+	})
+	r := <-done
+	if r.tid == os.Getpid() {
+		t.Fatal("OnOwnThread ran its function on the main thread")
+	}
+	must(t, "share here", r.err)
+	if got := cookieOf(t, dst.pid); got != want {
+		t.Errorf("destination %d: cookie %#x, want %#x", dst.pid, got, want)
+	}
+	if r.own != 0 {
+		t.Errorf("the sharing thread %d kept cookie %#x", r.tid, r.own)
+	}
+	checkOwnThreads(t)
 }
