@@ -11,11 +11,15 @@ PKGS        ?= ./...
 
 all: build test
 
-# A static binary: the process starter runs it inside containers without glibc.
+# A static binary: the process starter runs it inside containers without glibc. grpcnotrace
+# (gRPC's own tag) leaves golang.org/x/net/trace out: its html/template calls methods by name,
+# which makes the linker keep every exported method of every type (the agent binary is 20 %
+# smaller without, and its RSS with it: BenchmarkAgentRSS). Every build of the binaries uses it.
+BUILD_TAGS := grpcnotrace
 build:
-	CGO_ENABLED=0 $(GO) build -o bin/podfence ./cmd/podfence
-	CGO_ENABLED=0 $(GO) build -o bin/podfence-extender ./cmd/podfence-extender
-	CGO_ENABLED=0 $(GO) build -o bin/podfence-dra ./cmd/podfence-dra
+	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -o bin/podfence ./cmd/podfence
+	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -o bin/podfence-extender ./cmd/podfence-extender
+	CGO_ENABLED=0 $(GO) build -tags $(BUILD_TAGS) -o bin/podfence-dra ./cmd/podfence-dra
 
 # Unit and integration tests (no root needed), with vet, gofmt and staticcheck.
 test: lint unit

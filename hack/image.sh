@@ -73,7 +73,7 @@ arch=$("$go" env GOARCH)
 # The binaries, as deploy/Dockerfile builds them.
 mkdir -p "$tmp/bin/usr/local/bin"
 for cmd in podfence podfence-extender podfence-dra; do
-	(cd "$repo" && CGO_ENABLED=0 GOOS=linux "$go" build -trimpath -ldflags "-s -w -X main.version=$version" \
+	(cd "$repo" && CGO_ENABLED=0 GOOS=linux "$go" build -tags grpcnotrace -trimpath -ldflags "-s -w -X main.version=$version" \
 		-o "$tmp/bin/usr/local/bin/$cmd" "./cmd/$cmd") || die "go build ./cmd/$cmd failed"
 done
 t1=$(date +%s%3N)

@@ -54,7 +54,7 @@ log "building podfence, init and the guest program (static)"
   if [ -n "${PODFENCE_QEMU_NODE_PODFENCE:-}" ]; then
     cp "$PODFENCE_QEMU_NODE_PODFENCE" "$bin/podfence"
   else
-    go build -buildvcs=false -o "$bin/podfence" ./cmd/podfence
+    go build -tags grpcnotrace -buildvcs=false -o "$bin/podfence" ./cmd/podfence
   fi
   go build -buildvcs=false -o "$root/init" ./hack/qemu/init
   go build -buildvcs=false -o "$root/test" ./hack/qemu/node

@@ -140,7 +140,7 @@ trap 'exit 130' INT TERM
 step "tools (cached) and a static podfence"
 "$PF_E2E_DIR/tools.sh" >&2
 t=$(pf_now_ms)
-(cd "$PF_E2E_DIR/../.." && CGO_ENABLED=0 go build -o "$RUN/podfence" ./cmd/podfence) ||
+(cd "$PF_E2E_DIR/../.." && CGO_ENABLED=0 go build -tags grpcnotrace -o "$RUN/podfence" ./cmd/podfence) ||
 	pf_die "CGO_ENABLED=0 go build ./cmd/podfence failed"
 pf_log "podfence built in $(pf_elapsed "$t")s"
 

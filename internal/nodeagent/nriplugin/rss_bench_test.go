@@ -12,11 +12,12 @@ import (
 )
 
 // buildBinary builds the main package pkg (relative to the module root) into dir as the
-// image does (hack/image.sh): static, trimmed, without symbols.
+// image does (hack/image.sh): static, tag grpcnotrace, trimmed, without symbols.
 func buildBinary(b *testing.B, dir, pkg string) string {
 	b.Helper()
 	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "github.com/podfence/podfence/"+pkg)
+	cmd := exec.Command("go", "build", "-tags", "grpcnotrace", "-trimpath", "-ldflags", "-s -w", "-o", out,
+		"github.com/podfence/podfence/"+pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("go build %s: %v\n%s", pkg, err, msg)
