@@ -112,6 +112,17 @@ func (c counted) Share(from, pid int, scope kernel.Scope) error {
 	return err
 }
 
+// ShareHere is the kernel's ShareHere when it has one, else Share; it counts as a share.
+func (c counted) ShareHere(from, pid int, scope kernel.Scope) error {
+	h, ok := c.Kernel.(hereSharer)
+	if !ok {
+		return c.Share(from, pid, scope)
+	}
+	err := h.ShareHere(from, pid, scope)
+	c.ops.WithLabelValues("share", result(err)).Inc()
+	return err
+}
+
 func (c counted) Get(pid int) (kernel.Cookie, error) {
 	v, err := c.Kernel.Get(pid)
 	c.ops.WithLabelValues("get", result(err)).Inc()

@@ -73,19 +73,12 @@ type hereSharer interface {
 }
 
 // shareHere shares on the calling thread, which must be locked and not the main one, when
-// the kernel can; else through Share. It counts as a share.
+// the kernel can; else through Share.
 func (m *Manager) shareHere(from, pid int, scope kernel.Scope) error {
-	c, ok := m.k.(counted)
-	if !ok {
-		return m.k.Share(from, pid, scope)
+	if h, ok := m.k.(hereSharer); ok {
+		return h.ShareHere(from, pid, scope)
 	}
-	h, ok := c.Kernel.(hereSharer)
-	if !ok {
-		return m.k.Share(from, pid, scope)
-	}
-	err := h.ShareHere(from, pid, scope)
-	c.ops.WithLabelValues("share", result(err)).Inc()
-	return err
+	return m.k.Share(from, pid, scope)
 }
 
 func (m *Manager) setWatching(on bool) {

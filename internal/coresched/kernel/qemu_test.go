@@ -230,12 +230,8 @@ func TestQEMUErrors(t *testing.T) {
 
 // TestQEMUConcurrentShares: many Shares at once, then no thread of this process has a cookie.
 func TestQEMUConcurrentShares(t *testing.T) {
-	needQEMU(t)
-	waitReadable(t)
 	k := Prctl{}
-	src := startChild(t, "sleep", nil)
-	must(t, "create source", k.Create(src.pid, Process))
-	want := cookieOf(t, src.pid)
+	src, want := cookieSource(t)
 	var wg sync.WaitGroup
 	dst := make([]*child, 6)
 	errs := make([]error, len(dst))
@@ -255,6 +251,16 @@ func TestQEMUConcurrentShares(t *testing.T) {
 		}
 	}
 	checkOwnThreads(t)
+}
+
+// cookieSource starts a child process with a new cookie of its own, in the guest.
+func cookieSource(t *testing.T) (*child, Cookie) {
+	t.Helper()
+	needQEMU(t)
+	waitReadable(t)
+	src := startChild(t, "sleep", nil)
+	must(t, "create source", Prctl{}.Create(src.pid, Process))
+	return src, cookieOf(t, src.pid)
 }
 
 // checkOwnThreads fails if any thread of the test process holds a cookie.
@@ -277,12 +283,8 @@ func checkOwnThreads(t *testing.T) {
 // TestQEMUShareHere: ShareHere, on a thread of OnOwnThread's, gives the destination the
 // source's cookie and leaves that thread, and every other of the process, at cookie 0.
 func TestQEMUShareHere(t *testing.T) {
-	needQEMU(t)
-	waitReadable(t)
 	k := Prctl{}
-	src := startChild(t, "sleep", nil)
-	must(t, "create source", k.Create(src.pid, Process))
-	want := cookieOf(t, src.pid)
+	src, want := cookieSource(t)
 	dst := startChild(t, "sleep", nil)
 	type result struct {
 		tid int

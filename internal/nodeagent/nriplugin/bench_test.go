@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest/nop"
 )
 
 // The benchmark node: 256 CPUs. Existing containers come from grow: with pools, 200 exclusive
@@ -27,43 +27,8 @@ pools:
 `
 )
 
-// nopPlugin is the baseline: a plugin that subscribes to the events the agent handles (the
-// assertions below) and does nothing.
-type nopPlugin struct{}
-
-var (
-	_ stub.SynchronizeInterface     = nopPlugin{}
-	_ stub.ShutdownInterface        = nopPlugin{}
-	_ stub.RunPodInterface          = nopPlugin{}
-	_ stub.RemovePodInterface       = nopPlugin{}
-	_ stub.CreateContainerInterface = nopPlugin{}
-	_ stub.UpdateContainerInterface = nopPlugin{}
-	_ stub.StopContainerInterface   = nopPlugin{}
-	_ stub.RemoveContainerInterface = nopPlugin{}
-	_ stub.StartContainerInterface  = nopPlugin{}
-)
-
-func (nopPlugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
-	return nil, nil
-}
-func (nopPlugin) Shutdown(context.Context)                                {}
-func (nopPlugin) RunPodSandbox(context.Context, *api.PodSandbox) error    { return nil }
-func (nopPlugin) RemovePodSandbox(context.Context, *api.PodSandbox) error { return nil }
-func (nopPlugin) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment,
-	[]*api.ContainerUpdate, error) {
-	return nil, nil, nil
-}
-func (nopPlugin) UpdateContainer(context.Context, *api.PodSandbox, *api.Container, *api.LinuxResources) ([]*api.ContainerUpdate, error) {
-	return nil, nil
-}
-func (nopPlugin) StartContainer(context.Context, *api.PodSandbox, *api.Container) error { return nil }
-func (nopPlugin) StopContainer(context.Context, *api.PodSandbox, *api.Container) ([]*api.ContainerUpdate, error) {
-	return nil, nil
-}
-func (nopPlugin) RemoveContainer(context.Context, *api.PodSandbox, *api.Container) error { return nil }
-
 func startNop(ctx context.Context, sock string) (stub.Stub, error) {
-	s, err := stub.New(nopPlugin{}, stub.WithPluginName("nop"), stub.WithPluginIdx("10"),
+	s, err := stub.New(nop.Plugin{}, stub.WithPluginName("nop"), stub.WithPluginIdx("10"),
 		stub.WithSocketPath(sock), stub.WithLogger(quietNRI{}))
 	if err != nil {
 		return nil, err
