@@ -284,7 +284,7 @@ expect_lines "custom values: agent flags" "$tmp/custom.yaml" \
 	"- --resource-domain=nokia.k8s.io" "- --coresched=false" "- --coresched-default-group=pod" \
 	"- --coresched-policy=best-effort" "- --epc-policy=best-effort" "- --metrics-address=127.0.0.1:9464" \
 	"- --metrics-auth=none" "- --log-level=debug" 'node-type: "caas"' 'zone: "a"' \
-	'httpGet: {"host":"127.0.0.1","path":"/healthz","port":9464,"scheme":"HTTP"}' \
+	'httpGet: {"host":"127.0.0.1","path":"/healthz","port":9465,"scheme":"HTTP"}' "- --health-address=127.0.0.1:9465" \
 	"image: registry.example/podfence:v9.9.9" "imagePullPolicy: IfNotPresent" \
 	"- --default-group=pod" "coresched-profiles.yaml: |" "[]" 'maxEPC: "64Gi"'
 alerts=$(cat "$deploy/prometheus/alerts.yaml" "$deploy/prometheus/webhook-alerts.yaml" | grep -c -- '- alert:')
@@ -327,6 +327,7 @@ refused "podMonitor without metrics auth" "prometheus.podMonitor needs agent.met
 	--set prometheus.podMonitor.enabled=true --set agent.metrics.auth=none
 refused "Kubernetes before 1.30" "kubeVersion" --kube-version 1.29.0
 refused "DRA before Kubernetes 1.34" "dra.enabled needs Kubernetes 1.34" --set dra.enabled=true
+refused "health port = metrics port" "agent.metrics.healthPort 9464: the metrics port" --set agent.metrics.healthPort=9464
 refused "admission policy maxEPC" "admissionPolicy/maxEPC" --set admissionPolicy.enabled=true --set admissionPolicy.maxEPC=64MB
 
 echo "chart: $passed passed, $failed failed"

@@ -93,6 +93,9 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 			"StartContainer; for a node where an NRI plugin with a higher index, such as nri-plugins sgx-epc, sets misc.max)")
 	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress,
 		"address serving /metrics, /healthz, /readyz and /state (empty: none)")
+	fl.StringVar(&f.cfg.HealthAddress, "health-address", metrics.DefaultHealthAddress,
+		"address serving /healthz and /readyz alone, plain HTTP, for the kubelet's probes: keep it on loopback, where "+
+			"no client of the network can hold its connections (empty: none)")
 	f.cfg.MetricsAuth = metrics.AuthKubernetes
 	fl.Var(&f.cfg.MetricsAuth, "metrics-auth",
 		"who may read /metrics and /state: kubernetes (HTTPS; a bearer token the API server reviews and allows get on the path: "+

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -71,7 +72,7 @@ func TestAgentMetricsNeedAToken(t *testing.T) {
 	cmd.SetArgs([]string{"--nri-socket", socket, "--pools", filepath.Join(dir, "poolconfig-a.yaml"), "--node-name", "node-a",
 		"--checkpoint-dir", filepath.Join(dir, "checkpoint"), "--sysfs", sysfs, "--cgroup-root", cgroupstest.Tree(t, "v2"),
 		"--device-plugin-dir", "", "--start-binary", "/bin/true", "--vm-runtimes", "", "--events=false", "--publish-node-info=false",
-		"--metrics-address", "127.0.0.1:0", "--kubeconfig", api.Kubeconfig(t, dir)})
+		"--metrics-address", "127.0.0.1:0", "--health-address", "127.0.0.1:0", "--kubeconfig", api.Kubeconfig(t, dir)})
 	cmd.SetErr(logs)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -111,6 +112,20 @@ func TestAgentMetricsNeedAToken(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.want) {
 			t.Errorf("GET %s with token %q: %d %.200q, want %d %q", tc.path, tc.token, resp.StatusCode, b, tc.code, tc.want)
+		}
+	}
+	// The kubelet's probes: plain HTTP on the health listener, no token.
+	health := waitLog(t, logs, regexp.MustCompile(`msg="serving health" address=(\S+) scheme=http paths="/healthz /readyz"`))
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := http.Get("http://" + health + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := map[string]string{"/healthz": "200 ok\n", "/readyz": "200 ok\n", "/metrics": "404 404 page not found\n"}[path]
+		if got := fmt.Sprintf("%d %s", resp.StatusCode, b); got != want {
+			t.Errorf("GET %s on the health listener %s: %q, want %q", path, health, got, want)
 		}
 	}
 	if n := api.Calls(authz.TokenReviewPath); n != 2 {
@@ -161,7 +176,8 @@ func TestAgentMetricsWithoutAPIServer(t *testing.T) {
 	cmd.SetArgs([]string{"--nri-socket", filepath.Join(dir, "nri.sock"), "--pools", filepath.Join(dir, "poolconfig-a.yaml"),
 		"--node-name", "node-a", "--checkpoint-dir", filepath.Join(dir, "checkpoint"),
 		"--sysfs", "../../internal/cpu/topology/testdata/sysfs/single-socket-smt-adjacent", "--cgroup-root", "",
-		"--device-plugin-dir", "", "--start-binary", "/bin/true", "--vm-runtimes", "", "--metrics-address", "127.0.0.1:0"})
+		"--device-plugin-dir", "", "--start-binary", "/bin/true", "--vm-runtimes", "", "--metrics-address", "127.0.0.1:0",
+		"--health-address", "127.0.0.1:0"})
 	cmd.SetErr(io.Discard)
 	const want = "flag --metrics-auth=kubernetes: no API server to review tokens (not in a pod and no --kubeconfig); give " +
 		"--kubeconfig, or --metrics-auth=none with a loopback --metrics-address"

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"sync/atomic"
 	"time"
+
+	"github.com/podfence/podfence/internal/servers/connguard"
 )
 
 // Options configure Serve.
@@ -40,6 +42,11 @@ const (
 	DefaultIdleTimeout = 90 * time.Second
 	maxHeaderBytes     = 64 << 10
 )
+
+// Connections bounds the webhook's connections (package connguard): the API server keeps one
+// or a few per replica of it, the kubelet's probes one each; a source that holds more, or a
+// flood from many, cannot keep them or the probes out.
+var Connections = connguard.Limits{Max: 256, PerSource: 32}
 
 // newServer is the webhook's HTTP server for h, with TLS 1.2 or later from certs.
 func newServer(h http.Handler, certs *CertReloader, opts Options, log *slog.Logger) *http.Server {
@@ -99,7 +106,9 @@ func Serve(ctx context.Context, ln net.Listener, opts Options, log *slog.Logger)
 	lim := opts.Limits.withDefaults()
 	log.Info("serving", "address", ln.Addr().String(), "paths", []string{PathMutate, PathValidate, PathHealthz, PathMetrics},
 		"maxInFlight", lim.MaxInFlight, "maxInFlightBytes", lim.MaxInFlightBytes, "inFlightWait", lim.Wait, "reviewTimeout", lim.Timeout)
-	err = srv.ServeTLS(ln, "", "")
+	guard := connguard.New(Connections)
+	guard.Wire(srv)
+	err = srv.ServeTLS(guard.Listener(ln), "", "")
 	cancel()
 	<-done
 	if errors.Is(err, http.ErrServerClosed) {

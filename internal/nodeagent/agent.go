@@ -87,6 +87,9 @@ type Config struct {
 	// loopback MetricsAddress only.
 	MetricsAuth             metrics.Auth
 	MetricsCert, MetricsKey string
+	// HealthAddress, if set, serves /healthz and /readyz alone, plain HTTP (metrics.ListenHealth):
+	// a loopback address the kubelet probes, which no client of the network can flood.
+	HealthAddress string
 	// Events posts Kubernetes Events on pods for refusals and degraded enforcement, to the
 	// API server of Kubeconfig or, if that is empty, of the pod the agent runs in (package
 	// events; reporter.go).
@@ -224,6 +227,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			sec.Guard = authz.New(api, authz.Options{}, log.With("component", "metrics")).Wrap
 		}
 		srv, err := metrics.Listen(cfg.MetricsAddress, reg, log, append(endpoints, metrics.WithSecurity(sec))...)
+		if err != nil {
+			return err
+		}
+		defer closeMetrics(srv, log)
+	}
+	if cfg.HealthAddress != "" {
+		srv, err := metrics.ListenHealth(cfg.HealthAddress, log, endpoints...)
 		if err != nil {
 			return err
 		}

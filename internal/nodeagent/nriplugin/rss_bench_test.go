@@ -125,7 +125,8 @@ func BenchmarkAgentRSS(b *testing.B) {
 	pfRSS := binaryRSS(b, pf, agent, []string{"agent", "--nri-socket", pf.sock, "--checkpoint-dir", b.TempDir(),
 		"--pools", poolsFile, "--node-name", "bench", "--node-label", "bench=1", "--log-level", "warn",
 		"--device-plugin-dir", "", "--pod-resources-socket", "", "--events=false", "--publish-node-info=false",
-		"--coresched=false", "--metrics-address", "127.0.0.1:0", "--metrics-auth", "none"}, ks...)
+		"--coresched=false", "--metrics-address", "127.0.0.1:0", "--metrics-auth", "none",
+		"--health-address", "127.0.0.1:0"}, ks...)
 	nopRSS := binaryRSS(b, base, nop, []string{base.sock}, ks...)
 	for b.Loop() {
 	}

@@ -27,8 +27,14 @@ func WithState(state func() any) Option { return func(o *options) { o.state = st
 // anyone, on a loopback address only.
 func WithSecurity(s Security) Option { return func(o *options) { o.security = s } }
 
-// WithLimits replaces DefaultLimits; zero fields keep the default.
+// WithLimits replaces DefaultLimits (HealthLimits for ListenHealth); zero fields keep the default.
 func WithLimits(l Limits) Option { return func(o *options) { o.limits = l } }
+
+// health serves /healthz and /readyz on mux.
+func (o *options) health(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /readyz", o.readyz)
+}
 
 // readyz answers ok or not ready, with the reason only where /state is open too (with
 // AuthKubernetes the probe is the only unauthenticated path: it tells nothing more).

@@ -9,11 +9,14 @@
 //
 // /metrics and /state carry node data: with AuthKubernetes (WithSecurity) only callers whose
 // bearer token the API server allows to get the path read them, over HTTPS; unguarded,
-// they are served on loopback addresses only. /healthz and /readyz are open to probes.
+// they are served on loopback addresses only. /healthz and /readyz are open to probes, and
+// ListenHealth serves them alone on a listener of their own (loopback: the kubelet's probes),
+// so that no client of the network can starve the probes by holding connections.
 package metrics
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,12 +27,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
+
+	"github.com/podfence/podfence/internal/servers/connguard"
 )
 
 // DefaultAddress is where the agent serves unless told otherwise: loopback only, as the
 // agent runs with host networking.
 const DefaultAddress = "127.0.0.1:9464"
+
+// DefaultHealthAddress is where the agent answers the kubelet's probes (ListenHealth).
+const DefaultHealthAddress = "127.0.0.1:9465"
 
 // Limits bound the server's connections and requests.
 type Limits struct {
@@ -39,28 +46,35 @@ type Limits struct {
 	ReadHeader, Read, Write, Idle time.Duration
 	// MaxHeaderBytes bounds a request's header (a bearer token is 1-4 KiB).
 	MaxHeaderBytes int
-	// MaxConnections bounds the connections served at once (each carries one request at a
-	// time: HTTP/2 is off); more wait to be accepted.
+	// MaxConnections bounds the connections held at once (each carries one request at a
+	// time: HTTP/2 is off). A new connection beyond it evicts the one that has waited longest
+	// without a request in a handler (package connguard): accepting never waits.
 	MaxConnections int
+	// PerSource bounds the connections from one IP address; more are closed at once.
+	PerSource int
 }
 
-// DefaultLimits suit a scrape every few seconds, kubelet probes and `podfence status`.
+// DefaultLimits suit a scrape every few seconds and `podfence status` from a few sources.
 var DefaultLimits = Limits{ReadHeader: 5 * time.Second, Read: 10 * time.Second, Write: 30 * time.Second,
-	Idle: 60 * time.Second, MaxHeaderBytes: 16 << 10, MaxConnections: 32}
+	Idle: 60 * time.Second, MaxHeaderBytes: 16 << 10, MaxConnections: 64, PerSource: 8}
 
-func (l Limits) orDefault() Limits {
-	d := DefaultLimits
+// HealthLimits bound the health listener (ListenHealth): the kubelet's probes send their
+// request at once and close the connection after the answer.
+var HealthLimits = Limits{ReadHeader: 2 * time.Second, Read: 2 * time.Second, Write: 5 * time.Second,
+	Idle: time.Second, MaxHeaderBytes: 4 << 10, MaxConnections: 32}
+
+func (l Limits) orDefault(d Limits) Limits {
 	for _, f := range []struct{ v, def *time.Duration }{{&l.ReadHeader, &d.ReadHeader}, {&l.Read, &d.Read},
 		{&l.Write, &d.Write}, {&l.Idle, &d.Idle}} {
 		if *f.v <= 0 {
 			*f.v = *f.def
 		}
 	}
-	if l.MaxHeaderBytes <= 0 {
-		l.MaxHeaderBytes = d.MaxHeaderBytes
-	}
-	if l.MaxConnections <= 0 {
-		l.MaxConnections = d.MaxConnections
+	for _, f := range []struct{ v, def *int }{{&l.MaxHeaderBytes, &d.MaxHeaderBytes}, {&l.MaxConnections, &d.MaxConnections},
+		{&l.PerSource, &d.PerSource}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
 	}
 	return l
 }
@@ -92,8 +106,7 @@ func Handler(g prometheus.Gatherer, opts ...Option) http.Handler {
 		}
 	}
 	mux.Handle("GET /metrics", guard(promhttp.HandlerFor(g, promhttp.HandlerOpts{})))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
-	mux.HandleFunc("GET /readyz", o.readyz)
+	o.health(mux)
 	if o.state != nil {
 		mux.Handle("GET /state", guard(http.HandlerFunc(o.serveState)))
 	}
@@ -105,6 +118,7 @@ type Server struct {
 	ln     net.Listener
 	srv    *http.Server
 	limits Limits
+	conns  *connguard.Guard
 	done   chan error
 }
 
@@ -116,7 +130,7 @@ func Listen(addr string, g prometheus.Gatherer, log *slog.Logger, opts ...Option
 	for _, opt := range opts {
 		opt(&o)
 	}
-	sec, lim := o.security, o.limits.orDefault()
+	sec, lim := o.security, o.limits.orDefault(DefaultLimits)
 	if err := CheckAuth(sec.Auth, addr); err != nil {
 		return nil, err
 	}
@@ -127,36 +141,77 @@ func Listen(addr string, g prometheus.Gatherer, log *slog.Logger, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	s, err := serve(addr, Handler(g, opts...), tc, lim, log)
 	if err != nil {
 		return nil, fmt.Errorf("metrics address %s: %w", addr, err)
 	}
-	var protocols http.Protocols
-	protocols.SetHTTP1(true) // no HTTP/2: one request per connection at a time, bounded by MaxConnections
-	s := &Server{ln: ln, done: make(chan error, 1), limits: lim,
-		srv: &http.Server{Handler: Handler(g, opts...), TLSConfig: tc, Protocols: &protocols,
-			ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle,
-			MaxHeaderBytes: lim.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
-	limited := netutil.LimitListener(ln, lim.MaxConnections)
-	go func() {
-		if tc != nil {
-			s.done <- s.srv.ServeTLS(limited, "", "")
-		} else {
-			s.done <- s.srv.Serve(limited)
-		}
-	}()
 	auth := sec.Auth
 	if auth == "" {
 		auth = AuthNone
 	}
-	attrs := []any{"address", ln.Addr().String(), "scheme", "http", "auth", auth}
+	attrs := []any{"address", s.Addr().String(), "scheme", "http", "auth", auth}
 	if tc != nil {
 		attrs[3] = "https"
 		attrs = append(attrs, "certificate", certFrom)
 	}
-	log.Info("serving metrics", append(attrs, "paths", "/metrics /healthz /readyz /state")...)
+	log.Info("serving metrics", append(attrs, "paths", "/metrics /healthz /readyz /state", "maxConnections", lim.MaxConnections,
+		"perSource", lim.PerSource)...)
 	return s, nil
 }
+
+// ListenHealth serves /healthz and /readyz (WithReady) alone, over plain HTTP, within
+// HealthLimits (WithLimits replaces them), with keep-alives off. Bind it to a loopback
+// address: the kubelet probes it there (a hostNetwork pod's probe with host 127.0.0.1),
+// where no client from the network can hold its connections. /readyz tells its reason only
+// on a loopback address.
+func ListenHealth(addr string, log *slog.Logger, opts ...Option) (*Server, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !Loopback(addr) {
+		o.security.Auth = AuthKubernetes // terse /readyz: it is the one thing served
+	}
+	lim := o.limits.orDefault(HealthLimits)
+	mux := http.NewServeMux()
+	o.health(mux)
+	s, err := serve(addr, mux, nil, lim, log)
+	if err != nil {
+		return nil, fmt.Errorf("health address %s: %w", addr, err)
+	}
+	s.srv.SetKeepAlivesEnabled(false)
+	log.Info("serving health", "address", s.Addr().String(), "scheme", "http", "paths", "/healthz /readyz",
+		"maxConnections", lim.MaxConnections)
+	return s, nil
+}
+
+// serve binds addr and serves h there (TLS with tc) in the background within lim.
+func serve(addr string, h http.Handler, tc *tls.Config, lim Limits, log *slog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true) // no HTTP/2: one request per connection at a time, bounded by MaxConnections
+	s := &Server{ln: ln, done: make(chan error, 1), limits: lim,
+		conns: connguard.New(connguard.Limits{Max: lim.MaxConnections, PerSource: lim.PerSource}),
+		srv: &http.Server{Handler: h, TLSConfig: tc, Protocols: &protocols,
+			ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle,
+			MaxHeaderBytes: lim.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
+	s.conns.Wire(s.srv)
+	guarded := s.conns.Listener(ln)
+	go func() {
+		if tc != nil {
+			s.done <- s.srv.ServeTLS(guarded, "", "")
+		} else {
+			s.done <- s.srv.Serve(guarded)
+		}
+	}()
+	return s, nil
+}
+
+// Connections returns what the server's connection guard did so far.
+func (s *Server) Connections() connguard.Stats { return s.conns.Stats() }
 
 // Addr returns the address served (the port chosen for ":0").
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }

@@ -45,6 +45,9 @@
 #                                 HTTP, 403 to a ServiceAccount without
 #                                 podfence-metrics-reader, 200 to one bound to it; /healthz and
 #                                 /readyz open.
+#   probe-flood.sh                96 connections held on the agent's metrics address for 75 s
+#                                 (test/e2e/node/flood): the pod stays Ready, no restart, no
+#                                 Unhealthy event, scrapes from another source answered.
 #   coresched-tenancy.sh          the profiles share e2e-group among NS only: a pod of a second
 #                                 namespace naming it (podfence's or Koordinator's label) is
 #                                 refused at kubectl apply, admitted in NS; the agent (same
@@ -158,6 +161,7 @@ timed() {
 . "$(dirname "$0")/shared-pool-after-relabel.sh"
 . "$(dirname "$0")/agent-lifecycle.sh"
 . "$(dirname "$0")/metrics-auth.sh"
+. "$(dirname "$0")/probe-flood.sh"
 . "$(dirname "$0")/coresched-tenancy.sh"
 . "$(dirname "$0")/node-patch-policy.sh"
 . "$(dirname "$0")/admission-policy.sh"
@@ -206,6 +210,9 @@ timed privileges prove_agent_privileges
 
 step "metrics auth: the agent's /metrics and /state over HTTPS, for tokens RBAC allows"
 timed metrics-auth prove_metrics_auth
+
+step "probes under a flood: 96 connections held on the agent's metrics address for ${FLOOD_SECONDS}s"
+timed probe-flood prove_probes_under_flood
 
 step "core-scheduling tenancy: a namespace may not join another's shared group ($TENANT_NS, $NS)"
 timed tenancy prove_coresched_tenancy
