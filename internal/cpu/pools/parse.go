@@ -27,17 +27,22 @@ type rawConfig struct {
 }
 
 type rawPool struct {
-	CPUs     string         `yaml:"cpus"`
-	HTPolicy string         `yaml:"hyperThreadingPolicy"`
-	PoolType string         `yaml:"pooltype"`   // early CPU-Pooler configs; ignored as CPU-Pooler ignores it
-	API      string         `yaml:"requestAPI"` // podfence's: devicePlugin (default) or dra
-	Extra    map[string]any `yaml:",inline"`
+	CPUs     string `yaml:"cpus"`
+	HTPolicy string `yaml:"hyperThreadingPolicy"`
+	PoolType string `yaml:"pooltype"`   // early CPU-Pooler configs; ignored as CPU-Pooler ignores it
+	API      string `yaml:"requestAPI"` // podfence's: devicePlugin (default) or dra
+	// podfence's isolation choices (Isolation)
+	IRQLoadBalancing string         `yaml:"irqLoadBalancing"`
+	CPULoadBalancing string         `yaml:"cpuLoadBalancing"`
+	IsolatedCPUs     string         `yaml:"isolatedCPUs"`
+	IsolationPolicy  string         `yaml:"isolationPolicy"`
+	Extra            map[string]any `yaml:",inline"`
 }
 
 // The fields a config and a pool may have, for errors about unknown ones.
 const (
 	configFields = "pools, nodeSelector, resourceBaseName, exclusiveCPUs, unpooledCPUs, nodeSelectorMatch"
-	poolFields   = "cpus, hyperThreadingPolicy, pooltype, requestAPI"
+	poolFields   = "cpus, hyperThreadingPolicy, pooltype, requestAPI, irqLoadBalancing, cpuLoadBalancing, isolatedCPUs, isolationPolicy"
 )
 
 // Parse reads one pool config document and validates it (see Config.Validate). source names
@@ -92,7 +97,7 @@ func Parse(source string, data []byte) (*Config, error) {
 			ht = SingleThreaded // CPU-Pooler's default
 		}
 		cfg.Pools = append(cfg.Pools, Pool{Name: name, Type: TypeOf(name), CPUs: cpus, HTPolicy: ht,
-			API: orDefault(RequestAPI(rp.API), DevicePlugin)})
+			API: orDefault(RequestAPI(rp.API), DevicePlugin), Isolation: parseIsolation(rp)})
 	}
 	if len(errs) == 0 || len(cfg.Pools) > 0 {
 		errs = append(errs, cfg.Validate())

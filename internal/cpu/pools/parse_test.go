@@ -196,10 +196,10 @@ func TestParseErrors(t *testing.T) {
 		{name: "no pools: empty mapping", yaml: "pools: {}\nnodeSelector: {nodeType: caas}",
 			want: `pools: no pools defined (want at least one, such as pools: {default: {cpus: "0-1"}})`},
 		{name: "unknown field in a pool", yaml: `pools: {exclusive_a: {cpu: 1}}`,
-			want: `pool "exclusive_a": cpu: unknown field (allowed: cpus, hyperThreadingPolicy, pooltype, requestAPI)` + "\n" +
+			want: `pool "exclusive_a": cpu: unknown field (allowed: cpus, hyperThreadingPolicy, pooltype, requestAPI, irqLoadBalancing, cpuLoadBalancing, isolatedCPUs, isolationPolicy)` + "\n" +
 				src + `pool "exclusive_a": cpus: no CPUs (cpus is empty or missing; want a CPU list such as "2-5,8")`},
 		{name: "unquoted CPU list with commas in a flow mapping", yaml: `pools: {shared_a: {cpus: 0-3,8}}`,
-			want: `pool "shared_a": 8: unknown field (allowed: cpus, hyperThreadingPolicy, pooltype, requestAPI); in {...} a CPU list with commas must be ` +
+			want: `pool "shared_a": 8: unknown field (allowed: cpus, hyperThreadingPolicy, pooltype, requestAPI, irqLoadBalancing, cpuLoadBalancing, isolatedCPUs, isolationPolicy); in {...} a CPU list with commas must be ` +
 				`quoted, as in {cpus: "0-3,8"}`},
 		{name: "unknown top-level field", yaml: "pools: {default: {cpus: 0}}\nnodeselector: {a: b}",
 			want: `nodeselector: unknown field (allowed: pools, nodeSelector, resourceBaseName, exclusiveCPUs, unpooledCPUs, ` +
@@ -228,7 +228,7 @@ func TestParseErrors(t *testing.T) {
 			want: `does not match the pool config format: line 1: cannot unmarshal a list into pools (a mapping of pool names to pools)`},
 		{name: "pool is a string", yaml: "pools: {default: 0-1}",
 			want: "does not match the pool config format: line 1: cannot unmarshal a string `0-1` into a pool (a mapping with cpus, " +
-				"hyperThreadingPolicy, pooltype, requestAPI)"},
+				"hyperThreadingPolicy, pooltype, requestAPI, irqLoadBalancing, cpuLoadBalancing, isolatedCPUs, isolationPolicy)"},
 		{name: "cpus is a list", yaml: "pools: {default: {cpus: [0, 1]}}",
 			want: `does not match the pool config format: line 1: cannot unmarshal a list into a string`},
 		{name: "nodeSelector is a list", yaml: "pools: {default: {cpus: 0}}\nnodeSelector: [a]",

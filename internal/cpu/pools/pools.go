@@ -141,6 +141,8 @@ type Pool struct {
 	// WholeCores is true when one unit is a whole core that a container gets with all its
 	// threads (multiThreaded under Cores, CPU-Pooler's meaning).
 	WholeCores bool
+	// Isolation is what an exclusive pool keeps off its containers' CPUs beyond the cpuset.
+	Isolation Isolation
 }
 
 // ViaDRA says whether pods request the pool through DRA (requestAPI: dra).

@@ -91,6 +91,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, cerr(p, "requestAPI", string(p.API), "a default-type pool is not requested "+
 				"(allowed: %s, or leave it unset; only exclusive and shared pools are requested through DRA)", DevicePlugin))
 		}
+		errs = append(errs, c.validateIsolation(p)...)
 		clash := map[string][]int{} // CPUs of p that an earlier pool holds, by that pool
 		for _, cpu := range p.CPUs.List() {
 			if q, taken := owner[cpu]; taken {
