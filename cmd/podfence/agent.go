@@ -91,6 +91,17 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 	fl.Var(&f.cfg.EPCApplyAt, "epc-apply-at",
 		"when an SGX EPC cap is set on cgroup v2: create (in the NRI adjustment) or start (written into the cgroup at "+
 			"StartContainer; for a node where an NRI plugin with a higher index, such as nri-plugins sgx-epc, sets misc.max)")
+	fl.StringVar(&f.cfg.Isolation.ProcIRQ, "proc-irq", "/proc/irq",
+		"the kernel's /proc/irq, writable (in a pod: the host's, mounted; the runtime's own is read-only): the interrupt affinity "+
+			"of containers that ask for irq-load-balancing disable (empty: not managed)")
+	fl.StringVar(&f.cfg.Isolation.WorkqueueCPUMask, "workqueue-cpumask", "/sys/devices/virtual/workqueue/cpumask",
+		"the unbound-workqueue cpumask, writable: kept off the CPUs of isolated partitions (empty: not managed)")
+	f.cfg.Isolation.OnExit = nodeagent.OnExitAuto
+	fl.Var(&f.cfg.Isolation.OnExit, "isolation-on-exit",
+		"what the agent gives back at exit of the interrupts, workqueues and partitions it took from the node: auto (all of it "+
+			"when its DaemonSet --daemonset is gone or being deleted: an uninstall; a restart keeps it), keep or release")
+	fl.StringVar(&f.cfg.Isolation.DaemonSet, "daemonset", "podfence-agent",
+		"the agent's DaemonSet, [<namespace>/]<name> (default namespace: the pod's), asked about at exit (RBAC: get on it)")
 	fl.StringVar(&f.cfg.MetricsAddress, "metrics-address", metrics.DefaultAddress,
 		"address serving /metrics, /healthz, /readyz and /state (empty: none)")
 	fl.StringVar(&f.cfg.HealthAddress, "health-address", metrics.DefaultHealthAddress,

@@ -77,6 +77,10 @@ func TestRefusals(t *testing.T) {
 				`a pod asks for exclusive CPUs with the resource podfence.io/<pool>` + "\n" +
 				`annotation podfence.io/exclusive-cpus.exclusive_dp="4-5" is set on the pod: it is podfence's device plugin's, on ` +
 				`containers only; a pod asks for exclusive CPUs with the resource podfence.io/<pool>`},
+		// Isolation annotations: the agent would refuse the container; the webhook says so first.
+		{name: "isolation: a value the agent cannot read", pod: testPod("s", "annotation:podfence.io/irq-load-balancing=off", ctr("app")), mutateOK: true,
+			msg: `annotation podfence.io/irq-load-balancing="off": want "disable" (or "enable", the same as leaving it out; ` +
+				`CRI-O's deprecated "true" means "disable")`},
 		// EPC resources.
 		{name: "EPC: a fraction of a byte", pod: testPod("s", "init", ctr("app", "sgx.intel.com/epc=1500m")),
 			msg: `init container "app": resource sgx.intel.com/epc=1500m: want a whole number of bytes above 0, such as 64Mi (the ` +

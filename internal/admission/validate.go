@@ -35,7 +35,8 @@ func Validate(pod *corev1.Pod, cfg *Config) error {
 	if _, err = coresched.RequestOf(pod.Labels); err == nil {
 		err = checkTenancy(pod, cfg)
 	}
-	errs = append(errs, err, checkGivenCPUs(pod.Annotations))
+	_, isoErr := podapi.ParseIsolation(pod.Annotations) // the agent refuses what it cannot read: refuse it here first
+	errs = append(errs, err, checkGivenCPUs(pod.Annotations), isoErr)
 	return errors.Join(errs...)
 }
 

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,6 +114,10 @@ type Config struct {
 	// the pod's service account; skipped when neither reaches an API server.
 	PublishNode bool
 
+	// Isolation keeps interrupts, the load balancer and unbound kernel work off exclusive CPUs
+	// of containers that ask (isolation.go).
+	Isolation Isolation
+
 	// VMRuntimes are the runtime handlers (names or globs, e.g. kata, kata-*) of VM
 	// sandboxes, whose shim and hypervisor get a host cgroup under CgroupRoot sized from
 	// their pods (package sandbox/enforce). Empty: none.
@@ -177,6 +182,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	exts = append(exts, cs)
+	var plugin atomic.Pointer[nriplugin.Plugin] // set below; the isolation manager asks it for the layout in force
+	iso, err := isolation(ctx, cfg, func() *plan.Node {
+		if p := plugin.Load(); p != nil {
+			return p.Node()
+		}
+		return nil
+	}, reg, log)
+	if err != nil {
+		return err
+	}
+	exts = append(exts, iso)
 	if cfg.PublishNode { // for the scheduler extender; never blocks (package nodeinfo)
 		cores := len(node.Topology.Cores())
 		nodeinfo.Start(ctx, api, cfg.NodeName, func() nodeinfo.Info {
@@ -213,6 +229,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 			log.Info("pool layout in force", "poolConfig", n.Pools.Source, "pools", describe(n.Pools))
 		}})
+	plugin.Store(a)
 	endpoints, err := o.attach(a)
 	if err != nil {
 		return err
@@ -251,6 +268,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go newOnlineWatch(cfg.Sysfs).run(ctx, a, onlineEvery, log)
 	runErr := a.Run(ctx, cfg.Connection)
 	cancel()
+	releaseIsolation(context.Background(), cfg, api, iso, log)
 	if err := <-dpDone; err != nil {
 		runErr = errors.Join(runErr, err)
 	}
