@@ -96,6 +96,7 @@ PODFENCE_NRI_SOCKET; PODFENCE_NODE_LABEL takes comma-separated key=value pairs);
 			"of containers that ask for irq-load-balancing disable (empty: not managed)")
 	fl.StringVar(&f.cfg.Isolation.WorkqueueCPUMask, "workqueue-cpumask", "/sys/devices/virtual/workqueue/cpumask",
 		"the unbound-workqueue cpumask, writable: kept off the CPUs of isolated partitions (empty: not managed)")
+	f.cfg.Isolation.Proc = "/proc" // hostPID: the host's processes, irqbalance among them
 	f.cfg.Isolation.OnExit = nodeagent.OnExitAuto
 	fl.Var(&f.cfg.Isolation.OnExit, "isolation-on-exit",
 		"what the agent gives back at exit of the interrupts, workqueues and partitions it took from the node: auto (all of it "+

@@ -29,6 +29,9 @@ type Isolation struct {
 	// WorkqueueCPUMask is the unbound-workqueue cpumask file (host /sys is read-only in the
 	// pod: the DaemonSet mounts /sys/devices/virtual/workqueue writable). Empty: not managed.
 	WorkqueueCPUMask string
+	// Proc is the host's procfs (the agent runs with hostPID), where a running irqbalance is
+	// found. Empty: none is looked for.
+	Proc string
 	// OnExit is what the agent does with what it took out when it stops: OnExitAuto gives it
 	// back only when its DaemonSet is gone or being deleted (an uninstall); a restart or a
 	// rollout keeps it for the running containers, and the next agent rebuilds.
@@ -72,7 +75,7 @@ func isolation(ctx context.Context, cfg Config, node func() *plan.Node, reg prom
 		}
 	}
 	m, err := isoenforce.New(isoenforce.Config{ProcIRQ: cfg.Isolation.ProcIRQ, Workqueue: cfg.Isolation.WorkqueueCPUMask,
-		Cgroups: layout, StateDir: cfg.CheckpointDir, Node: node}, log.With("component", "isolation"))
+		Cgroups: layout, StateDir: cfg.CheckpointDir, Node: node, Proc: cfg.Isolation.Proc}, log.With("component", "isolation"))
 	if err != nil {
 		return nil, fmt.Errorf("isolation: %w", err)
 	}

@@ -196,6 +196,38 @@ func (m *Manager) applyPartitions(held []isolation.Held) error {
 	return errors.Join(errs...)
 }
 
+// recheckLocked is the periodic pass: IRQs that appeared since are taken off the held CPUs
+// too. Interrupts moved back onto them are given their affinity again, unless an irqbalance
+// runs: podfence does not fight it, it reports it (ban the CPUs in its configuration).
+func (m *Manager) recheckLocked() error {
+	m.balancer = ""
+	off := m.applied.noIRQ
+	if m.cfg.ProcIRQ == "" || off.IsEmpty() || m.cfg.Proc == "" {
+		return m.applyLocked()
+	}
+	pid := findProcess(m.cfg.Proc, "irqbalance")
+	if pid == 0 {
+		return m.applyLocked()
+	}
+	irqs, err := m.irq.IRQs()
+	if err != nil {
+		return err
+	}
+	var back []int
+	for _, n := range irqs {
+		if c, err := m.irq.Affinity(n); err == nil && m.unmovable[n] == "" && c.Intersection(off).Size() > 0 {
+			back = append(back, n)
+		}
+	}
+	m.balancer = fmt.Sprintf("irqbalance (pid %d) runs", pid)
+	if len(back) > 0 {
+		m.balancer += fmt.Sprintf(" and moved interrupts %s back onto CPUs %s: podfence does not fight it; ban the "+
+			"exclusive CPUs in its IRQBALANCE_BANNED_CPULIST", intList(back), off)
+	}
+	m.refreshWhy()
+	return nil
+}
+
 // refreshWhy says, for each running container, what it lacks of what it asked.
 func (m *Manager) refreshWhy() {
 	partsOK, partsWhy := m.parts.Support()
@@ -208,6 +240,9 @@ func (m *Manager) refreshWhy() {
 				why = append(why, "interrupts: /proc/irq is not given to the agent")
 			case m.irqErr != "":
 				why = append(why, "interrupts: "+m.irqErr)
+			}
+			if strings.Contains(m.balancer, "moved") {
+				why = append(why, "interrupts: "+m.balancer)
 			}
 			if stuck := m.stuckIRQs(e.held.CPUs); len(stuck) > 0 {
 				why = append(why, fmt.Sprintf("interrupts %s: the kernel does not let them move off CPUs %s", intList(stuck), e.held.CPUs))

@@ -30,6 +30,9 @@ type Config struct {
 	StateDir string
 	// Node returns the layout in force (pools and their isolation, online CPUs).
 	Node func() *plan.Node
+	// Proc is the host's procfs ("/proc"; the agent runs with hostPID), where a running
+	// irqbalance is found. Empty: none is looked for.
+	Proc string
 }
 
 // irqFS is ProcIRQ; tests wrap it.
@@ -66,6 +69,7 @@ type Manager struct {
 	unmovable map[int]string // IRQ -> why, reported once
 	irqErr    string         // the last failure to set interrupt affinity ("" when it worked)
 	wqErr     string
+	balancer  string // a running irqbalance and what it did, for the report ("" when none)
 	dirty     bool // the record changed since it was last written
 	written   chan struct{}
 }

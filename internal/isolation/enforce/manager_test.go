@@ -3,6 +3,7 @@ package enforce
 import (
 	"context"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -266,5 +267,43 @@ func TestReleaseGivesEverythingBack(t *testing.T) {
 	}
 	if _, ok, _ := loadRecord(f.stateDir); ok {
 		t.Error("record left after Release")
+	}
+}
+
+// The periodic pass gives an interrupt moved back onto held CPUs its affinity again, unless
+// an irqbalance runs: then it reports it and leaves it.
+func TestRecheckBesideIRQBalance(t *testing.T) {
+	f := newFixture(t, poolsPlain)
+	proc := t.TempDir()
+	f.m.cfg.Proc = proc
+	f.start("1", "c1", cg1, "2-3", noIRQs)
+	irq24 := filepath.Join(f.irqRoot, "24", "smp_affinity_list")
+	write(t, irq24, "0-3\n") // someone moved it back
+	recheck := func() {
+		f.m.mu.Lock()
+		defer f.m.mu.Unlock()
+		if err := f.m.recheckLocked(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recheck()
+	if got := read(t, irq24); got != "0-1" {
+		t.Errorf("no irqbalance: IRQ 24 %s after the periodic pass, want 0-1 again", got)
+	}
+	if err := os.Mkdir(filepath.Join(proc, "4242"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(proc, "4242", "comm"), "irqbalance\n") // as /proc/4242/comm
+	write(t, irq24, "0-3\n")
+	recheck()
+	if got := read(t, irq24); got != "0-3" {
+		t.Errorf("beside irqbalance: IRQ 24 %s after the periodic pass, want it left where irqbalance put it", got)
+	}
+	r := f.m.State().(Report)
+	if !strings.Contains(r.IRQBalance, "irqbalance (pid 4242) runs and moved interrupts 24 back onto CPUs 2-3") {
+		t.Errorf("report: %q", r.IRQBalance)
+	}
+	if deg := f.m.Degraded(); len(deg) != 1 || !strings.Contains(deg[0].Message, "IRQBALANCE_BANNED_CPULIST") {
+		t.Errorf("degraded: %+v", deg)
 	}
 }

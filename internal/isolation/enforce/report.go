@@ -9,43 +9,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/internal/observe/status"
 )
 
 // Report is the isolation section of the node report (/state, `podfence status`).
-type Report struct {
-	// IRQs: the CPUs no movable device interrupt reaches now, interrupts the kernel will not
-	// move, and why affinity cannot be set (empty when it can).
-	NoIRQCPUs     string `json:"noIRQCPUs,omitempty"`
-	UnmovableIRQs []int  `json:"unmovableIRQs,omitempty"`
-	IRQError      string `json:"irqError,omitempty"`
-	// Partitions: whether this node can make isolated partitions, and if not why.
-	Partitions       bool   `json:"partitions"`
-	PartitionsReason string `json:"partitionsReason,omitempty"`
-	// IsolatedCPUs are the CPUs of isolated partitions, kept off the unbound workqueues.
-	IsolatedCPUs   string      `json:"isolatedCPUs,omitempty"`
-	WorkqueueError string      `json:"workqueueError,omitempty"`
-	Containers     []Container `json:"containers,omitempty"`
-}
+type Report = status.Isolation
 
-// Container is one running container that wants isolation.
-type Container struct {
-	Namespace     string   `json:"namespace"`
-	Pod           string   `json:"pod"`
-	Container     string   `json:"container"`
-	CPUs          string   `json:"cpus"`
-	NoIRQs        bool     `json:"noIRQs,omitempty"`
-	NoLoadBalance bool     `json:"noLoadBalance,omitempty"`
-	Partition     string   `json:"partition,omitempty"` // cpuset.cpus.partition as read
-	Degraded      []string `json:"degraded,omitempty"`  // what it lacks of what it asked
-}
+// Container is one running container that wants isolation, in the Report.
+type Container = status.IsolationContainer
 
 // State returns the Report (nriplugin.StateReporter).
 func (m *Manager) State() any {
 	ok, why := m.parts.Support()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := Report{NoIRQCPUs: m.applied.noIRQ.String(), IRQError: m.irqErr, Partitions: ok, PartitionsReason: why,
-		IsolatedCPUs: m.applied.isolated.String(), WorkqueueError: m.wqErr}
+	r := Report{NoIRQCPUs: m.applied.noIRQ.String(), IRQError: m.irqErr, IRQBalance: m.balancer, Partitions: ok,
+		PartitionsReason: why, IsolatedCPUs: m.applied.isolated.String(), WorkqueueError: m.wqErr}
 	for n := range m.unmovable {
 		r.UnmovableIRQs = append(r.UnmovableIRQs, n)
 	}
@@ -90,7 +69,7 @@ func (m *Manager) Run(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 			m.mu.Lock()
-			if err := m.applyLocked(); err != nil {
+			if err := m.recheckLocked(); err != nil {
 				m.log.Debug("isolation: periodic apply", "err", err)
 			}
 			m.mu.Unlock()

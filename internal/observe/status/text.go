@@ -45,9 +45,12 @@ func WriteText(w io.Writer, r Report) error {
 		return err
 	}
 	writeContainers(ew, r.Containers)
+	if err := writeIsolation(ew, &r); err != nil {
+		fmt.Fprintf(ew, "\nIsolation: %v\n", err)
+	}
 	var other []string
 	for _, n := range slices.Sorted(maps.Keys(r.Extensions)) {
-		if n != SectionEPC && n != SectionCoreSched {
+		if n != SectionEPC && n != SectionCoreSched && n != SectionIsolation {
 			other = append(other, n)
 		}
 	}
