@@ -208,7 +208,10 @@ func testLog(t *testing.T) *slog.Logger {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
 
 func pod(uid string, ann map[string]string) *api.PodSandbox {
 	return &api.PodSandbox{Id: "sb-" + uid, Uid: uid, Namespace: "ns", Name: "p-" + uid, Annotations: ann}

@@ -70,7 +70,7 @@ type Manager struct {
 	irqErr    string         // the last failure to set interrupt affinity ("" when it worked)
 	wqErr     string
 	balancer  string // a running irqbalance and what it did, for the report ("" when none)
-	dirty     bool // the record changed since it was last written
+	dirty     bool   // the record changed since it was last written
 	written   chan struct{}
 }
 

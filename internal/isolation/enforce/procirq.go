@@ -91,7 +91,9 @@ func (w Workqueue) Get() (cpuset.CPUSet, error) {
 	return isolation.ParseMask(string(b))
 }
 
-func (w Workqueue) Set(cpus cpuset.CPUSet) error { return writeFile(w.Path, isolation.FormatMask(cpus)) }
+func (w Workqueue) Set(cpus cpuset.CPUSet) error {
+	return writeFile(w.Path, isolation.FormatMask(cpus))
+}
 
 func readList(file string) (cpuset.CPUSet, error) {
 	b, err := os.ReadFile(file)

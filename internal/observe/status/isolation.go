@@ -25,8 +25,8 @@ type Isolation struct {
 	Partitions       bool   `json:"partitions"`
 	PartitionsReason string `json:"partitionsReason,omitempty"`
 	// IsolatedCPUs are the CPUs of isolated partitions, kept off the unbound workqueues.
-	IsolatedCPUs   string                `json:"isolatedCPUs,omitempty"`
-	WorkqueueError string                `json:"workqueueError,omitempty"`
+	IsolatedCPUs   string               `json:"isolatedCPUs,omitempty"`
+	WorkqueueError string               `json:"workqueueError,omitempty"`
 	Containers     []IsolationContainer `json:"containers,omitempty"`
 }
 
