@@ -207,6 +207,15 @@ render "$tmp/priv-chart.yaml" podfence-system --set namespace.create=true --set 
 rendered "agent privileged" "$tmp/priv-chart.yaml" podfence-system
 expect "agent.privileged = kustomize deploy/ (component agent-privileged)" "$check" compare "$tmp/priv.yaml" "$tmp/priv-chart.yaml"
 
+# 3c. The agent with CAP_SYS_ADMIN (isolated cpuset partitions), as deploy/'s component.
+kustomize_copy "$tmp/iso" podfence-system 's/^  # - agent-isolation\(.*\)$/  - agent-isolation/'
+grep -q '^  - agent-isolation$' "$tmp/iso/kustomization.yaml" ||
+	die "deploy/kustomization.yaml: no line '  # - agent-isolation' to switch on CAP_SYS_ADMIN for partitions"
+# shellcheck disable=SC2046
+render "$tmp/iso-chart.yaml" podfence-system --set namespace.create=true --set agent.isolationPartitions=true $(secret_tls "$tmp/iso/certs")
+rendered "agent isolationPartitions" "$tmp/iso-chart.yaml" podfence-system
+expect "agent.isolationPartitions = kustomize deploy/ (component agent-isolation)" "$check" compare "$tmp/iso.yaml" "$tmp/iso-chart.yaml"
+
 # 4. Another namespace: every reference follows, as in deploy/ (deploy_namespace_test.go).
 kustomize_copy "$tmp/moved" pf-moved
 # shellcheck disable=SC2046

@@ -75,7 +75,8 @@ func isolation(ctx context.Context, cfg Config, node func() *plan.Node, reg prom
 		}
 	}
 	m, err := isoenforce.New(isoenforce.Config{ProcIRQ: cfg.Isolation.ProcIRQ, Workqueue: cfg.Isolation.WorkqueueCPUMask,
-		Cgroups: layout, StateDir: cfg.CheckpointDir, Node: node, Proc: cfg.Isolation.Proc}, log.With("component", "isolation"))
+		Cgroups: layout, StateDir: cfg.CheckpointDir, Node: node, Proc: cfg.Isolation.Proc,
+		SelfStatus: "/proc/self/status"}, log.With("component", "isolation"))
 	if err != nil {
 		return nil, fmt.Errorf("isolation: %w", err)
 	}

@@ -33,6 +33,9 @@ type Config struct {
 	// Proc is the host's procfs ("/proc"; the agent runs with hostPID), where a running
 	// irqbalance is found. Empty: none is looked for.
 	Proc string
+	// SelfStatus is this process's status file ("/proc/self/status"), whose CapEff says
+	// whether the kernel will let it make partitions. Empty: assumed it will.
+	SelfStatus string
 }
 
 // irqFS is ProcIRQ; tests wrap it.
@@ -92,7 +95,8 @@ type applied struct {
 // makes one from the node's current state (written now, before any event may change it).
 func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	m := &Manager{cfg: cfg, log: log, irq: ProcIRQ{Root: cfg.ProcIRQ}, wq: Workqueue{Path: cfg.Workqueue},
-		parts: Partitions{Layout: cfg.Cgroups, FS: cfg.CgroupFS}, created: map[string]*entry{}, running: map[string]*entry{},
+		parts: Partitions{Layout: cfg.Cgroups, FS: cfg.CgroupFS,
+			NoSysAdmin: cfg.SelfStatus != "" && !hasCapSysAdmin(cfg.SelfStatus)}, created: map[string]*entry{}, running: map[string]*entry{},
 		unmovable: map[int]string{}, written: make(chan struct{}, 1)}
 	rec, ok, err := loadRecord(cfg.StateDir)
 	if err != nil {

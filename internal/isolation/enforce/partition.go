@@ -30,6 +30,9 @@ const (
 type Partitions struct {
 	Layout cgroups.Layout
 	FS     FS
+	// NoSysAdmin: this process lacks CAP_SYS_ADMIN, which the kernel asks for before it makes
+	// a remote partition.
+	NoSysAdmin bool
 }
 
 // FS reads and writes cgroup files (cgroups.OS; a fake that keeps the kernel's rules in tests).
@@ -60,6 +63,10 @@ func (p Partitions) Support() (ok bool, why string) {
 	if _, err := os.Stat(filepath.Join(p.Layout.Root, fileIsolated)); err != nil {
 		return false, "this kernel has no remote cpuset partitions (" + fileIsolated + ", cpuset.cpus.exclusive: Linux 6.7 " +
 			"and later); an isolated partition deep in the hierarchy would need every ancestor to be a partition root"
+	}
+	if p.NoSysAdmin {
+		return false, "the agent lacks CAP_SYS_ADMIN, which the kernel asks for before it makes a remote partition (grant it: " +
+			"deploy/ component agent-isolation, Helm agent.isolationPartitions=true)"
 	}
 	return true, ""
 }
