@@ -12,21 +12,17 @@ import (
 	"github.com/podfence/podfence/internal/isolation"
 )
 
-// applyIRQs gives every IRQ and the default affinity the record's baseline without off. When
-// the first CPUs are taken out, the baseline is refreshed from the node first (what it is
-// while podfence holds nothing); an IRQ first seen later joins it as it is then.
+// applyIRQs gives every IRQ and the default affinity the record's baseline without off (the
+// baseline was refreshed when the record's intent first named CPUs: intent.go); an IRQ first
+// seen later joins it as it is then.
 func (m *Manager) applyIRQs(online, off cpuset.CPUSet) error {
-	was := m.rec.NoIRQ
-	if was.IsEmpty() && off.IsEmpty() {
+	if m.applied.noIRQ.IsEmpty() && off.IsEmpty() && !m.restoreIRQ {
 		return nil // nothing taken out, nothing to give back: the node's affinity is its own
 	}
 	irqs, err := m.irq.IRQs()
 	if err != nil {
 		m.irqErr = err.Error()
 		return err
-	}
-	if was.IsEmpty() {
-		m.refreshIRQBaseline(irqs)
 	}
 	for _, n := range irqs {
 		if _, ok := m.rec.IRQs[n]; !ok {
@@ -79,7 +75,11 @@ func (m *Manager) applyIRQs(online, off cpuset.CPUSet) error {
 }
 
 // refreshIRQBaseline takes the node's affinity now as the baseline.
-func (m *Manager) refreshIRQBaseline(irqs []int) {
+func (m *Manager) refreshIRQBaseline() {
+	irqs, err := m.irq.IRQs()
+	if err != nil {
+		return
+	}
 	fresh := map[int]cpuset.CPUSet{}
 	for _, n := range irqs {
 		if c, err := m.irq.Affinity(n); err == nil {
@@ -93,27 +93,16 @@ func (m *Manager) refreshIRQBaseline(irqs []int) {
 	m.dirty = true
 }
 
-func (m *Manager) setNoIRQ(off cpuset.CPUSet) {
-	if !off.Equals(m.rec.NoIRQ) {
-		m.rec.NoIRQ = off
-		m.dirty = true
-	}
-	m.applied.noIRQ = off
-}
+func (m *Manager) setNoIRQ(off cpuset.CPUSet) { m.applied.noIRQ = off }
 
 // applyWorkqueue gives the unbound-workqueue cpumask its baseline without the isolated CPUs.
 func (m *Manager) applyWorkqueue(online, isolated cpuset.CPUSet) error {
-	was := m.rec.Isolated
-	if was.IsEmpty() && isolated.IsEmpty() {
+	if m.applied.isolated.IsEmpty() && isolated.IsEmpty() && !m.restoreWQ {
 		return nil
 	}
-	if was.IsEmpty() || !m.rec.HasWQ {
-		c, err := m.wq.Get()
-		if err != nil {
-			m.wqErr = err.Error()
-			return fmt.Errorf("workqueue cpumask: %w", err)
-		}
-		m.rec.Workqueue, m.rec.HasWQ, m.dirty = c, true, true
+	if !m.rec.HasWQ {
+		m.wqErr = "its cpumask was not readable when the first CPUs were isolated"
+		return errors.New("workqueue cpumask: " + m.wqErr)
 	}
 	want := m.rec.Workqueue.Difference(isolated).Intersection(online)
 	if want.IsEmpty() {
@@ -129,9 +118,6 @@ func (m *Manager) applyWorkqueue(online, isolated cpuset.CPUSet) error {
 			m.wqErr = err.Error()
 			return err
 		}
-	}
-	if !isolated.Equals(m.rec.Isolated) {
-		m.rec.Isolated, m.dirty = isolated, true
 	}
 	return nil
 }
@@ -188,10 +174,6 @@ func (m *Manager) applyPartitions(held []isolation.Held) error {
 			errs = append(errs, err)
 		}
 		e.partition = st
-	}
-	ex := slices.Sorted(maps.Keys(want))
-	if !slices.Equal(ex, m.rec.Exclusive) {
-		m.rec.Exclusive, m.dirty = ex, true
 	}
 	return errors.Join(errs...)
 }

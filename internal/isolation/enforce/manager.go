@@ -74,7 +74,11 @@ type Manager struct {
 	wqErr     string
 	balancer  string // a running irqbalance and what it did, for the report ("" when none)
 	dirty     bool   // the record changed since it was last written
-	written   chan struct{}
+	disk      record // what was last written
+	// restoreIRQ, restoreWQ: the node may hold what a record written before this agent
+	// started says was taken out: the first apply gives back what no running container needs.
+	restoreIRQ, restoreWQ bool
+	written               chan struct{}
 }
 
 // entry is one container with exclusive CPUs that wants isolation.
@@ -103,13 +107,15 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		log.Error("isolation record unreadable: the node's current interrupt affinity is taken as it was", "err", err)
 	}
 	if ok {
-		m.rec = rec
+		m.rec, m.disk = rec, rec
+		m.restoreIRQ, m.restoreWQ = !rec.NoIRQ.IsEmpty(), !rec.Isolated.IsEmpty()
 		return m, nil
 	}
 	m.rec = m.capture()
 	if err := saveRecord(cfg.StateDir, m.rec); err != nil {
 		return nil, fmt.Errorf("isolation record: %w", err)
 	}
+	m.disk = m.rec
 	return m, nil
 }
 
@@ -161,8 +167,12 @@ func (m *Manager) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *a
 	}
 	e := &entry{held: isolation.Held{ID: ctr.GetId(), CPUs: cpus, Want: want}, namespace: pod.GetNamespace(),
 		pod: pod.GetName(), name: ctr.GetName()}
+	if p, _, err := cgroups.Path(ctr.GetLinux().GetCgroupsPath()); err == nil {
+		e.held.Cgroup = p
+	}
 	m.mu.Lock()
 	m.created[ctr.GetId()] = e
+	m.noteLocked() // the writer records the intent before StartContainer takes the CPUs out
 	m.mu.Unlock()
 	return nil, nil
 }
@@ -295,6 +305,7 @@ func (m *Manager) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.running = running
+	m.noteLocked()
 	return m.applyLocked()
 }
 
@@ -373,6 +384,9 @@ func (m *Manager) applyLocked() error {
 	held := m.heldLocked()
 	online := m.online()
 	var errs []error
+	if err := m.durableLocked(held); err != nil {
+		return fmt.Errorf("isolation record: %w: nothing taken out", err)
+	}
 	if m.cfg.ProcIRQ != "" {
 		errs = append(errs, m.applyIRQs(online, isolation.NoIRQCPUs(held).Intersection(online)))
 	}
@@ -384,6 +398,8 @@ func (m *Manager) applyLocked() error {
 		errs = append(errs, m.applyPartitions(held))
 	}
 	m.applied.isolated = isolated
+	m.restoreIRQ, m.restoreWQ = false, false
+	m.shrinkLocked()
 	m.refreshWhy()
 	if m.dirty {
 		m.kick()
@@ -405,6 +421,7 @@ func (m *Manager) Release() error {
 		}
 	}
 	m.running, m.created = map[string]*entry{}, map[string]*entry{}
+	m.restoreIRQ, m.restoreWQ = !m.rec.NoIRQ.IsEmpty(), !m.rec.Isolated.IsEmpty()
 	errs = append(errs, m.applyLocked())
 	if err := errors.Join(errs...); err != nil {
 		return err

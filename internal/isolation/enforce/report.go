@@ -90,12 +90,15 @@ func (m *Manager) Flush() {
 	rec.Exclusive = slices.Clone(rec.Exclusive)
 	m.dirty = false
 	m.mu.Unlock()
-	if err := saveRecord(m.cfg.StateDir, rec); err != nil {
+	err := saveRecord(m.cfg.StateDir, rec)
+	m.mu.Lock()
+	if err != nil {
 		m.log.Error("isolation record not written", "err", err)
-		m.mu.Lock()
 		m.dirty = true
-		m.mu.Unlock()
+	} else {
+		m.disk = rec
 	}
+	m.mu.Unlock()
 }
 
 // kick asks Run to write the record soon.
