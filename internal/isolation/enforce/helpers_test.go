@@ -17,6 +17,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/internal/isolation"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"
 )
 
@@ -227,3 +228,7 @@ func exclusive(pool, cpus string) plan.Decision {
 	c := set(cpus)
 	return plan.Decision{Allocation: allocation.Allocation{Pool: pool, Type: allocation.TypeExclusive, CPUs: c}, CPUs: c}
 }
+
+func cpusetOf(s string) (cpuset.CPUSet, error) { return cpuset.Parse(s) }
+
+func maskOf(c cpuset.CPUSet) string { return isolation.FormatMask(c) }
