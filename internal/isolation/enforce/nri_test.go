@@ -24,7 +24,9 @@ func TestThroughNRI(t *testing.T) {
 	a := nriplugin.New(f.node, nritest.NoCheckpoint{}, slog.New(slog.DiscardHandler), nriplugin.Options{Extensions: []nriplugin.Extension{f.m}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, nriplugin.Connection{Socket: rt.Socket, PluginName: "podfence", PluginIndex: "10"}) }()
+	go func() {
+		done <- a.Run(ctx, nriplugin.Connection{Socket: rt.Socket, PluginName: "podfence", PluginIndex: "10"})
+	}()
 	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
 	rt.WaitSynced(t, 1)
 
