@@ -37,6 +37,10 @@
 #                                 a kubelet restart. The EPC limit and the core-scheduling
 #                                 group are checked on the stored pod only: this host has no
 #                                 SGX and no core scheduling, so that pod is never bound.
+#   isolation.sh                  an exclusive pod with CRI-O's irq-load-balancing and podfence's
+#                                 cpu-load-balancing disable: no movable IRQ reaches its CPU while
+#                                 it runs (host /proc/irq), the partition reported degraded (cgroup
+#                                 v1 here: Event IsolationDegraded), every IRQ given back after.
 #   agent-privileges.sh           the agent pod as shipped, unprivileged: deploy/'s pod spec,
 #                                 the process's capabilities (CapEff), seccomp, no_new_privs,
 #                                 mounts; cgroupfs writable, root read-only.
@@ -157,6 +161,7 @@ timed() {
 . "$(dirname "$0")/facts.sh"
 . "$(dirname "$0")/cleanup.sh"
 . "$(dirname "$0")/exclusive-pool.sh"
+. "$(dirname "$0")/isolation.sh"
 . "$(dirname "$0")/agent-privileges.sh"
 . "$(dirname "$0")/shared-pool-after-relabel.sh"
 . "$(dirname "$0")/agent-lifecycle.sh"
@@ -204,6 +209,9 @@ timed deploy deploy_manifests
 
 step "exclusive pool through webhook, device plugin, kubelet and runtime: pools default=$DEF exclusive_a=$X"
 timed exclusive-pool prove_exclusive_pool
+
+step "isolation: interrupts kept off an exclusive pod's CPU $X by the shipped agent, given back after"
+timed isolation prove_isolation
 
 step "privileges: the agent as deploy/'s unprivileged pod"
 timed privileges prove_agent_privileges
