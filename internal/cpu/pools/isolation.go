@@ -93,3 +93,16 @@ func (c *Config) validateIsolation(p Pool) []error {
 	field("isolationPolicy", string(i.Policy), string(BestEffort), string(Required), string(BestEffort))
 	return errs
 }
+
+// fields writes the isolation fields set, as flow YAML after a pool's others (ConfigText).
+func (i Isolation) fields() string {
+	var b strings.Builder
+	for _, f := range []struct{ name, value string }{{"irqLoadBalancing", string(i.IRQLoadBalancing)},
+		{"cpuLoadBalancing", string(i.CPULoadBalancing)}, {"isolatedCPUs", string(i.IsolatedCPUs)},
+		{"isolationPolicy", string(i.Policy)}} {
+		if f.value != "" {
+			fmt.Fprintf(&b, ", %s: %s", f.name, f.value)
+		}
+	}
+	return b.String()
+}
