@@ -112,6 +112,17 @@ func NewNode(topo *topology.Topology, pn *pools.Node, pol Policy) *Node {
 	return n
 }
 
+// IsolatedCPUs returns, for exclusive pool pool when it sets isolatedCPUs (ok), the pool CPUs
+// a container may be given of those the host isolated (allocate.Index.Eligible): taken first,
+// or alone when only (require).
+func (n *Node) IsolatedCPUs(pool string) (eligible cpuset.CPUSet, only, ok bool) {
+	c, ok := n.isolated[pool]
+	if !ok {
+		return cpuset.New(), false, false
+	}
+	return c.eligible.CPUSet(), c.only, true
+}
+
 // Warnings are the node's problems for the operator: the host's isolation (odd kernel
 // command line) and the pool layout's.
 func (n *Node) Warnings() []string {
