@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"fmt"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -47,38 +46,50 @@ func (h HostIsolation) Any() bool {
 // Summary is one line for people: "isolcpus domain 2-7 (not load balanced), nohz_full 2-7,
 // rcu_nocbs 2-7, managed_irq 2-7", or "none".
 func (h HostIsolation) Summary() string {
+	return summary(h.Domain.String(), h.NoHZFull.String(), h.RCUNoCBs.String(), h.ManagedIRQ.String())
+}
+
+// summary is Summary of CPU lists ("" when none).
+func summary(domain, nohzFull, rcuNoCBs, managedIRQ string) string {
 	var parts []string
-	for _, s := range []struct {
-		name string
-		cpus cpuset.CPUSet
-	}{{"isolcpus domain", h.Domain}, {"nohz_full", h.NoHZFull}, {"rcu_nocbs", h.RCUNoCBs}, {"managed_irq", h.ManagedIRQ}} {
-		if s.cpus.Size() > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", s.name, s.cpus))
+	for _, s := range []struct{ name, cpus string }{{"isolcpus domain", domain}, {"nohz_full", nohzFull},
+		{"rcu_nocbs", rcuNoCBs}, {"managed_irq", managedIRQ}} {
+		if s.cpus != "" {
+			parts = append(parts, s.name+" "+s.cpus)
 		}
 	}
 	if len(parts) == 0 {
 		return "none"
 	}
-	if h.Domain.Size() > 0 {
+	if domain != "" {
 		parts[0] += " (not load balanced)"
 	}
 	return strings.Join(parts, ", ")
 }
 
-// IsolationLists is HostIsolation as JSON: Linux CPU lists, "" when none.
+// IsolationLists is HostIsolation's sets as JSON: Linux CPU lists, "" when none. (Its
+// warnings go with the other warnings of a report.)
 type IsolationLists struct {
-	Domain     string   `json:"domain,omitempty"`
-	NoHZFull   string   `json:"nohzFull,omitempty"`
-	RCUNoCBs   string   `json:"rcuNoCBs,omitempty"`
-	ManagedIRQ string   `json:"managedIRQ,omitempty"`
-	Warnings   []string `json:"warnings,omitempty"`
+	Domain     string `json:"domain,omitempty"`
+	NoHZFull   string `json:"nohzFull,omitempty"`
+	RCUNoCBs   string `json:"rcuNoCBs,omitempty"`
+	ManagedIRQ string `json:"managedIRQ,omitempty"`
 }
 
-// Lists returns h as CPU lists; nil when the host isolated nothing and nothing was odd.
+// Lists returns h's sets as CPU lists; nil when the host isolated nothing.
 func (h HostIsolation) Lists() *IsolationLists {
-	if !h.Any() && len(h.Warnings) == 0 {
+	if !h.Any() {
 		return nil
 	}
 	return &IsolationLists{Domain: h.Domain.String(), NoHZFull: h.NoHZFull.String(), RCUNoCBs: h.RCUNoCBs.String(),
-		ManagedIRQ: h.ManagedIRQ.String(), Warnings: h.Warnings}
+		ManagedIRQ: h.ManagedIRQ.String()}
+}
+
+// Summary is HostIsolation.Summary of the lists ("none" for nil), for a report read back
+// from JSON.
+func (l *IsolationLists) Summary() string {
+	if l == nil {
+		return "none"
+	}
+	return summary(l.Domain, l.NoHZFull, l.RCUNoCBs, l.ManagedIRQ)
 }
