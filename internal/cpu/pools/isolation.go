@@ -97,11 +97,10 @@ func (c *Config) validateIsolation(p Pool) []error {
 // fields writes the isolation fields set, as flow YAML after a pool's others (ConfigText).
 func (i Isolation) fields() string {
 	var b strings.Builder
-	for _, f := range []struct{ name, value string }{{"irqLoadBalancing", string(i.IRQLoadBalancing)},
-		{"cpuLoadBalancing", string(i.CPULoadBalancing)}, {"isolatedCPUs", string(i.IsolatedCPUs)},
-		{"isolationPolicy", string(i.Policy)}} {
-		if f.value != "" {
-			fmt.Fprintf(&b, ", %s: %s", f.name, f.value)
+	values := []string{string(i.IRQLoadBalancing), string(i.CPULoadBalancing), string(i.IsolatedCPUs), string(i.Policy)}
+	for n, name := range isolationFields { // in the same order
+		if values[n] != "" {
+			fmt.Fprintf(&b, ", %s: %s", name, values[n])
 		}
 	}
 	return b.String()

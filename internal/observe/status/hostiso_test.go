@@ -25,7 +25,7 @@ func TestReportHostIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout, err := pools.Resolve(cfg, topo)
+	_, err = pools.Resolve(cfg, topo)
 	if err == nil || !strings.Contains(err.Error(), `pool "shared_s": cpus "3": every CPU of this shared pool is isolated`) {
 		t.Fatalf("Resolve of a shared pool of isolated CPUs: %v", err)
 	}
@@ -33,7 +33,8 @@ func TestReportHostIsolation(t *testing.T) {
 		`exclusive_e: {cpus: "2", isolatedCPUs: require}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if layout, err = pools.Resolve(cfg, topo); err != nil {
+	layout, err := pools.Resolve(cfg, topo)
+	if err != nil {
 		t.Fatal(err)
 	}
 	r := status.Build(plan.NewNode(topo, layout, plan.Policy{}), nil, nil)
