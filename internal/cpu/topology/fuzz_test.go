@@ -42,6 +42,7 @@ func FuzzSynthetic(f *testing.F) {
 		"cores=1", "sockets=2,numa=4,cores=64,threads=2", "cores=8,threads=2,numbering=adjacent",
 		"numa=4,cores=32,threads=2,l3=2", "cores=4,threads=2,offline=0,5", "sockets=0", "cores=4,l3=3",
 		"offline=1-2,cores=4", "cores=2,,threads=2", "cores=99999999999999999999",
+		"cores=4,threads=2,isolcpus=managed_irq,domain,1-3,5-7,nohz_full=2-N,rcu_nocbs=all:1/2", "cores=2,isolcpus=tick,1",
 	} {
 		f.Add(s)
 	}
@@ -65,6 +66,10 @@ func FuzzSynthetic(f *testing.F) {
 		}
 		if topo.ThreadsPerCore() > n["threads"] || len(topo.Sockets()) > n["sockets"] {
 			t.Fatalf("Synthetic(%q) = %s", spec, topo.Summary())
+		}
+		if h := topo.Isolation; !h.Isolated().Union(h.RCUNoCBs).IsSubsetOf(topo.Online().Union(topo.Offline)) ||
+			!h.NoHZFull.IsSubsetOf(h.RCUNoCBs) {
+			t.Fatalf("Synthetic(%q): isolation %s outside the topology or nohz_full not in rcu_nocbs", spec, h.Summary())
 		}
 	})
 }
