@@ -41,3 +41,21 @@ pools:
 		t.Errorf("preferred %v, want the isolated core 3 (3,11), not core 2", got)
 	}
 }
+
+// TestSameIsolatedCPUs: a pool whose isolatedCPUs changed is a new resource (its preferred
+// devices differ), though its devices are the same.
+func TestSameIsolatedCPUs(t *testing.T) {
+	const spec = testTopo + ",isolcpus=3-4,11-12"
+	of := func(choice string) *resource {
+		node := testNode(t, spec, "exclusiveCPUs: threads\npools: {default: {cpus: \"0-1,8-9\"}, exclusive_p: {cpus: \"2-5,10-13\""+
+			choice+"}}")
+		return newResources(node, "podfence.io", node.Topology.Online())[0]
+	}
+	plain, prefer := of(""), of(", isolatedCPUs: prefer")
+	if !plain.same(of("")) || !prefer.same(of(", isolatedCPUs: prefer")) {
+		t.Error("a resource is not the same as itself")
+	}
+	if plain.same(prefer) || prefer.same(plain) {
+		t.Error("isolatedCPUs: prefer set is the same resource as unset")
+	}
+}

@@ -139,7 +139,8 @@ func (r *resource) wakeLocked() {
 // same reports whether o has the same name and devices as r.
 func (r *resource) same(o *resource) bool {
 	return r.name == o.name && r.pool.CPUs.Equals(o.pool.CPUs) && r.pool.HTPolicy == o.pool.HTPolicy &&
-		r.cpus.Equals(o.cpus) && r.whole == o.whole
+		r.cpus.Equals(o.cpus) && r.whole == o.whole && (r.isolated == nil) == (o.isolated == nil) &&
+		(r.isolated == nil || r.isolated.String() == o.isolated.String())
 }
 
 func (r *resource) sharedID(n int) string { return r.pool.Name + "-" + strconv.Itoa(n) }
