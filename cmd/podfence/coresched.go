@@ -39,7 +39,8 @@ func addCoreSchedFlags(fl *pflag.FlagSet, f *agentFlags) {
 			"and any other labelled group is its pod's namespace's alone (empty: no group spans namespaces). Read at start")
 	fl.DurationVar(&c.ReconcileEvery, "coresched-reconcile-interval", 10*time.Second,
 		"how often every container task's cookie is checked and repaired")
-	fl.StringVar(&c.ProcRoot, "proc", "/proc", "root of the host's proc tree (the agent needs the host PID namespace)")
+	fl.StringVar(&c.ProcRoot, "proc", "/proc", "root of the host's proc tree (the agent needs the host PID namespace); "+
+		"its cmdline names the CPUs the host isolated")
 }
 
 // profilesFlag reads the profile file when the flag is set and keeps the groups it shares.

@@ -49,8 +49,8 @@ and sample pods, one of which does not fit.`,
 		},
 	}
 	cmd.Flags().StringVar(&f.topology, "topology", "",
-		`node topology: "host" (this machine's /sys), a sysfs root directory, or a synthetic spec such as `+
-			`"sockets=2,numa=4,cores=64,threads=2" (default: the example's)`)
+		`node topology: "host" (this machine's /sys, and /proc/cmdline for the CPUs it isolated), a sysfs root `+
+			`directory, or a synthetic spec such as "sockets=2,numa=4,cores=64,threads=2,isolcpus=2-7" (default: the example's)`)
 	cmd.Flags().StringVar(&f.pools, "pools", "", "pool config: a poolconfig-*.yaml file or a directory of them (default: the example's)")
 	cmd.Flags().StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against nodeSelector (repeatable)")
 	cmd.Flags().StringVar(&f.checkpoint, "checkpoint", "", "start from the allocations recorded in this agent checkpoint directory")
@@ -108,11 +108,12 @@ func runPlan(out io.Writer, f planFlags, args []string) error {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			Node     string `json:"node"`
-			Topology string `json:"topology"`
-			Pools    string `json:"poolConfig"`
+			Node          string                   `json:"node"`
+			Topology      string                   `json:"topology"`
+			HostIsolation *topology.IsolationLists `json:"hostIsolation,omitempty"`
+			Pools         string                   `json:"poolConfig"`
 			plan.Report
-		}{topo.Summary(), topo.Source, layout.Source, rep})
+		}{topo.Summary(), topo.Source, topo.Isolation.Lists(), layout.Source, rep})
 	}
 	return node.WriteText(out, rep)
 }
@@ -145,7 +146,7 @@ func loadTopology(v string) (*topology.Topology, error) {
 	case v == "":
 		return topology.Synthetic(example.Topology)
 	case v == "host":
-		return topology.Discover("/sys")
+		return topology.DiscoverHost("/sys", "/proc")
 	case strings.Contains(v, "="):
 		return topology.Synthetic(v)
 	}
@@ -153,7 +154,7 @@ func loadTopology(v string) (*topology.Topology, error) {
 	if err != nil || !st.IsDir() {
 		return nil, fmt.Errorf(`flag --topology %q: want "host", a sysfs root directory, or a spec like "sockets=2,numa=4,cores=64,threads=2"`, v)
 	}
-	return topology.Discover(v)
+	return topology.DiscoverHost(v, "") // a captured tree: the isolation sysfs shows, no command line
 }
 
 func parseLabels(kvs []string) (map[string]string, error) {

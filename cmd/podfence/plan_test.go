@@ -150,3 +150,44 @@ func TestPlanCFSQuotasAndDomain(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanHostIsolation: a captured sysfs tree of a node booted with isolcpus= gives the
+// isolated CPUs to the plan (header, JSON), which keeps them out of the default pool and
+// gives an isolatedCPUs: require pool only them.
+func TestPlanHostIsolation(t *testing.T) {
+	dir := t.TempDir()
+	pools := filepath.Join(dir, "poolconfig-a.yaml")
+	os.WriteFile(pools, []byte("unpooledCPUs: default\npools:\n  exclusive_r: {cpus: \"1-3\", isolatedCPUs: require}\n"), 0o644)
+	pods := filepath.Join(dir, "pods.yaml")
+	os.WriteFile(pods, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: c, resources: "+
+		"{limits: {podfence.io/exclusive_r: \"3\"}}}\n"), 0o644)
+	sysfs := "../../internal/cpu/topology/testdata/sysfs/isolcpus-smt-apart" // isolcpus 2-7,18-23
+	var out bytes.Buffer
+	if err := runPlan(&out, planFlags{topology: sysfs, pools: pools, output: "text"}, []string{pods}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Host isolation: isolcpus domain 2-7,18-23 (not load balanced), nohz_full 2-7,18-23, rcu_nocbs 2-7,18-23\n",
+		`pod default/p container "c" (NotEnoughIsolatedCPUs): exclusive pool "exclusive_r" takes only CPUs the host isolated ` +
+			`(isolatedCPUs: require): not enough whole free cores: requested=3 CPUs needs 3 whole cores (singleThreaded), ` +
+			`whole free cores=2, free CPUs=4; its isolated CPUs free: 2-3,18-19 (of 2-3,18-19)`,
+		`pool "default": CPUs 4-7,20-23 are isolated from the kernel's load balancing (isolcpus=): left out of the pool`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := runPlan(&out, planFlags{topology: "cores=4,isolcpus=nohz,managed_irq,3", pools: pools, output: "json"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		HostIsolation struct{ NoHZFull, ManagedIRQ, Domain string } `json:"hostIsolation"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if h := got.HostIsolation; h.NoHZFull != "3" || h.ManagedIRQ != "3" || h.Domain != "" {
+		t.Errorf("hostIsolation = %+v, want nohz_full and managed_irq 3, no domain", h)
+	}
+}

@@ -265,7 +265,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.PoolsReloadInterval > 0 || cfg.live != nil {
 		go watchPools(ctx, cfg, node, []reloader{a}, cfg.PoolsReloadInterval, log)
 	}
-	go newOnlineWatch(cfg.Sysfs).run(ctx, a, onlineEvery, log)
+	go newOnlineWatch(cfg.Sysfs, node.Topology.Isolation).run(ctx, a, onlineEvery, log)
 	runErr := a.Run(ctx, cfg.Connection)
 	cancel()
 	releaseIsolation(context.Background(), cfg, api, iso, log)
@@ -290,9 +290,9 @@ func closeMetrics(srv *metrics.Server, log *slog.Logger) {
 
 // LoadNode reads the topology and selects and resolves the node's pool config.
 func LoadNode(cfg Config, log *slog.Logger) (*plan.Node, error) {
-	topo, err := topology.Discover(cfg.Sysfs)
+	topo, err := discoverTopology(cfg, log)
 	if err != nil {
-		return nil, fmt.Errorf("read CPU topology: %w", err)
+		return nil, err
 	}
 	return loadLayout(cfg, topo, log)
 }

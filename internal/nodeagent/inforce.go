@@ -97,9 +97,9 @@ func pickStart(inForce, file *plan.Node, log interface{ Warn(string, ...any) }) 
 // (the NRI agent's Reload: pending while a running container would move).
 func startNodes(ctx context.Context, cfg Config, wait, waitInForce time.Duration, log *slog.Logger) (start, next, file *plan.Node,
 	err error) {
-	topo, err := topology.Discover(cfg.Sysfs)
+	topo, err := discoverTopology(cfg, log)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read CPU topology: %w", err)
+		return nil, nil, nil, err
 	}
 	inForce, err := loadInForce(cfg.CheckpointDir, topo, cfg.Policy)
 	if err != nil {

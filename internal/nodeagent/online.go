@@ -23,11 +23,13 @@ type topologySetter interface {
 type onlineWatch struct {
 	sysfs, path string
 	last        []byte
+	iso         topology.HostIsolation // what the host isolated at boot: a CPU going offline does not change it
 }
 
-// newOnlineWatch reads the online CPU list now: changes are counted from here.
-func newOnlineWatch(sysfs string) *onlineWatch {
-	w := &onlineWatch{sysfs: sysfs, path: filepath.Join(sysfs, "devices", "system", "cpu", "online")}
+// newOnlineWatch reads the online CPU list now: changes are counted from here. Each topology
+// it reads gets iso.
+func newOnlineWatch(sysfs string, iso topology.HostIsolation) *onlineWatch {
+	w := &onlineWatch{sysfs: sysfs, path: filepath.Join(sysfs, "devices", "system", "cpu", "online"), iso: iso}
 	w.last, _ = os.ReadFile(w.path)
 	return w
 }
@@ -53,6 +55,7 @@ func (w *onlineWatch) run(ctx context.Context, a topologySetter, every time.Dura
 			log.Error("online CPUs changed, but the topology cannot be read; keeping the current one", "err", err)
 			continue
 		}
+		topo.Isolation = w.iso
 		if err := a.SetTopology(topo); err != nil {
 			log.Error("online CPUs changed, but the pool config does not fit them", "online", topo.Online().String(), "err", err)
 			continue

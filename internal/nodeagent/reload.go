@@ -121,13 +121,17 @@ func retryPending(r reloader, log *slog.Logger) {
 }
 
 // configKey identifies a pool config as the reload loop compares them: its layout
-// (layoutKey) and the pools requested through DRA. A change of requestAPI alone moves no
-// container, but the device plugin must stop (or start) advertising the pool.
+// (layoutKey), the pools requested through DRA and the pools' isolation. A change of
+// requestAPI or isolation alone moves no container, but the device plugin must stop (or
+// start) advertising the pool, and later containers must get what the pool now asks.
 func configKey(layout *pools.Node) string {
 	key := layoutKey(layout)
 	for _, p := range layout.Pools {
 		if p.ViaDRA() {
 			key += "dra:" + p.Name + " "
+		}
+		if p.Isolation != (pools.Isolation{}) {
+			key += fmt.Sprintf("isolation:%s=%+v ", p.Name, p.Isolation)
 		}
 	}
 	return key

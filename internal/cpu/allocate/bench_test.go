@@ -144,3 +144,34 @@ func replay(topo *topology.Topology, ix *Index, cores []poolCore, pick func(Set,
 	}
 	return q
 }
+
+// BenchmarkExclusiveFrom256 times isolatedCPUs' choices on the fragmented 256-CPU pool whose
+// emptiest NUMA node the host isolated: require and prefer when the isolated CPUs hold the
+// request, and prefer when they do not (isolated ones, then the rest). Compare with
+// BenchmarkExclusive256 (cpus=N): the same choice without isolation.
+func BenchmarkExclusiveFrom256(b *testing.B) {
+	topo := mustTopo(b, node256)
+	ix := NewIndex(topo, topo.Online(), Thread, cpuset.New())
+	free := fragmented(b, ix)
+	iso := cpuset.New()
+	for _, numa := range topo.NUMANodes() {
+		if cpus := topo.CPUsInNUMA(numa); free.Intersection(SetOf(cpus)).Size() > free.Intersection(SetOf(iso)).Size() {
+			iso = cpus
+		}
+	}
+	elig := ix.Eligible(SetOf(iso))
+	spill := ix.Units(free.Intersection(elig)) + 4 // more than the isolated CPUs free
+	for _, tc := range []struct {
+		name string
+		n    int
+		only bool
+	}{{"require/cpus=4", 4, true}, {"prefer/cpus=4", 4, false}, {"prefer/spill", spill, false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := ix.ExclusiveFrom(free, tc.n, elig, tc.only); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -19,6 +19,9 @@
 //
 // If the pool has fewer whole free cores than rule 1 needs, a Thread request still succeeds
 // on partly used cores (fewest NUMA nodes first); a core request is refused.
+//
+// ExclusiveFrom puts one rule before these: CPUs of a given set first (the CPUs the host
+// isolated, for a pool's isolatedCPUs: prefer), or only them (require).
 package allocate
 
 import (

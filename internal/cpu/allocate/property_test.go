@@ -140,27 +140,11 @@ func churn(t *testing.T, topo *topology.Topology, ix *Index, rng *rand.Rand, ste
 			}
 			continue
 		}
-		held := got.Held()
-		switch {
-		case ix.Unit() != WholeCore && got.CPUs.Size() != n:
-			t.Fatalf("step %d: asked %d, got %s", step, n, got.CPUs)
-		case ix.Unit() == WholeCore && (ix.Cores(got.CPUs) != n || !ix.CoreThreads(got.CPUs).IsSubsetOf(got.CPUs)):
-			t.Fatalf("step %d: asked %d whole cores, got %s", step, n, got.CPUs)
-		case !held.IsSubsetOf(free):
-			t.Fatalf("step %d: gave %s, not all free (free %s)", step, held, free)
-		case !held.IsSubsetOf(ix.Pool()):
-			t.Fatalf("step %d: gave %s outside pool %s", step, held, ix.Pool())
-		case ix.Unit() != WholeCore && f.wholeFree >= f.k && fullCores(cores, ix, held) < f.k:
-			t.Fatalf("step %d: %d CPUs with %d whole free cores got only %d whole cores: %s (free %s)",
-				step, n, f.wholeFree, fullCores(cores, ix, held), got.CPUs, free)
-		case f.oneNUMAFit && topo.NUMANodesOf(held.CPUSet()).Size() != 1:
-			t.Fatalf("step %d: %d CPUs fit one NUMA node but got %s on nodes %s (free %s)",
-				step, n, got.CPUs, topo.NUMANodesOf(held.CPUSet()), free)
-		}
+		checkRules(t, step, topo, ix, cores, free, n, got)
 		if again, _ := ix.Exclusive(free, n); again.CPUs.String() != got.CPUs.String() {
 			t.Fatalf("step %d: not deterministic: %s then %s", step, got.CPUs, again.CPUs)
 		}
-		free = free.Difference(held)
+		free = free.Difference(got.Held())
 		live = append(live, got)
 	}
 	for _, r := range live {
@@ -168,5 +152,30 @@ func churn(t *testing.T, topo *topology.Topology, ix *Index, rng *rand.Rand, ste
 	}
 	if free.String() != ix.Pool().String() {
 		t.Fatalf("after releasing everything free = %s, want the pool %s", free, ix.Pool())
+	}
+}
+
+// checkRules checks one allocation of n units from free: the size asked for, nothing held
+// that was not free or is outside the pool, whole cores whenever enough whole free cores
+// exist, one NUMA node whenever one can hold it.
+func checkRules(t *testing.T, step int, topo *topology.Topology, ix *Index, cores []poolCore, free Set, n int, got Result) {
+	t.Helper()
+	f := factsFor(cores, ix, free, n)
+	held := got.Held()
+	switch {
+	case ix.Unit() != WholeCore && got.CPUs.Size() != n:
+		t.Fatalf("step %d: asked %d, got %s", step, n, got.CPUs)
+	case ix.Unit() == WholeCore && (ix.Cores(got.CPUs) != n || !ix.CoreThreads(got.CPUs).IsSubsetOf(got.CPUs)):
+		t.Fatalf("step %d: asked %d whole cores, got %s", step, n, got.CPUs)
+	case !held.IsSubsetOf(free):
+		t.Fatalf("step %d: gave %s, not all free (free %s)", step, held, free)
+	case !held.IsSubsetOf(ix.Pool()):
+		t.Fatalf("step %d: gave %s outside pool %s", step, held, ix.Pool())
+	case ix.Unit() != WholeCore && f.wholeFree >= f.k && fullCores(cores, ix, held) < f.k:
+		t.Fatalf("step %d: %d CPUs with %d whole free cores got only %d whole cores: %s (free %s)",
+			step, n, f.wholeFree, fullCores(cores, ix, held), got.CPUs, free)
+	case f.oneNUMAFit && topo.NUMANodesOf(held.CPUSet()).Size() != 1:
+		t.Fatalf("step %d: %d CPUs fit one NUMA node but got %s on nodes %s (free %s)",
+			step, n, got.CPUs, topo.NUMANodesOf(held.CPUSet()), free)
 	}
 }

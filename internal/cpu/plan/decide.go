@@ -192,9 +192,18 @@ func (n *Node) shareOf(s *Ledger, a *allocation.Allocation, name string, q resou
 func (n *Node) exclusive(s *Ledger, a *allocation.Allocation, name string, want int, given cpuset.CPUSet) error {
 	ix, free := n.index[name], s.free[name]
 	mine := allocate.SetOf(given).Intersection(ix.Pool())
+	iso, hasIso := n.isolated[name]
 	if mine.Size() == 0 {
 		r, err := ix.Exclusive(free, want)
+		if hasIso {
+			r, err = ix.ExclusiveFrom(free, want, iso.eligible, iso.only)
+		}
 		var short *allocate.InsufficientError
+		if errors.As(err, &short) && iso.only {
+			return refuse(CodeNotEnoughIsolatedCPUs, "exclusive pool %q takes only CPUs the host isolated (isolatedCPUs: "+
+				"require): %v; its isolated CPUs free: %s (of %s)", name, err, orNone(free.Intersection(iso.eligible)),
+				orNone(iso.eligible))
+		}
 		if errors.As(err, &short) {
 			return refuse(CodeNotEnoughCPUs, "exclusive pool %q: %v", name, err)
 		}
@@ -215,6 +224,9 @@ func (n *Node) exclusive(s *Ledger, a *allocation.Allocation, name string, want 
 	case ix.Unit() == allocate.CoreOneThread && got != cpus.Size():
 		return refuse(CodeInvalidRequest, "given CPUs %s hold two threads of one core, but singleThreaded pool %q gives a "+
 			"container one thread per core", cpus, name)
+	case iso.only && !mine.IsSubsetOf(iso.eligible):
+		return refuse(CodeCPUsNotIsolated, "given CPUs %s of pool %q are not all isolated by the host (isolatedCPUs: require): "+
+			"%s are not; its isolated CPUs free: %s", cpus, name, mine.Difference(iso.eligible), orNone(free.Intersection(iso.eligible)))
 	case !mine.IsSubsetOf(free):
 		return refuse(CodeCPUsUnavailable, "given CPUs %s of pool %q are held by %s", mine.Difference(free), name,
 			s.holders(mine.Difference(free)))
@@ -261,4 +273,12 @@ func commaList(cs cpuset.CPUSet) string {
 		parts[i] = strconv.Itoa(id)
 	}
 	return strings.Join(parts, ",")
+}
+
+// orNone is a CPU list, or "none".
+func orNone(s allocate.Set) string {
+	if s.Size() == 0 {
+		return "none"
+	}
+	return s.String()
 }

@@ -6,6 +6,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/utils/cpuset"
 
@@ -79,6 +80,14 @@ type Node struct {
 	Pools    *pools.Node
 	Policy   Policy
 	index    map[string]*allocate.Index // exclusive pool name → layout
+	isolated map[string]isolatedChoice  // exclusive pool name → its isolatedCPUs, when set
+}
+
+// isolatedChoice is how an exclusive pool takes the CPUs the host isolated: eligible are the
+// pool CPUs that may go to a container (allocate.Index.Eligible), only says require.
+type isolatedChoice struct {
+	eligible allocate.Set
+	only     bool
 }
 
 // NewNode indexes the exclusive pools of a validated pool layout.
@@ -89,13 +98,35 @@ func NewNode(topo *topology.Topology, pn *pools.Node, pol Policy) *Node {
 	if pol.CFSQuotas == "" {
 		pol.CFSQuotas = QuotasAll
 	}
-	n := &Node{Topology: topo, Pools: pn, Policy: pol, index: map[string]*allocate.Index{}}
+	n := &Node{Topology: topo, Pools: pn, Policy: pol, index: map[string]*allocate.Index{}, isolated: map[string]isolatedChoice{}}
 	for _, p := range pn.Pools {
 		if p.Type == allocation.TypeExclusive {
-			n.index[p.Name] = allocate.NewIndex(topo, p.CPUs, UnitOf(p), p.Devices)
+			ix := allocate.NewIndex(topo, p.CPUs, UnitOf(p), p.Devices)
+			n.index[p.Name] = ix
+			if choice := p.Isolation.IsolatedCPUs; choice != "" {
+				n.isolated[p.Name] = isolatedChoice{eligible: ix.Eligible(allocate.SetOf(p.HostIsolated)),
+					only: choice == pools.RequireIsolated}
+			}
 		}
 	}
 	return n
+}
+
+// IsolatedCPUs returns, for exclusive pool pool when it sets isolatedCPUs (ok), the pool CPUs
+// a container may be given of those the host isolated (allocate.Index.Eligible): taken first,
+// or alone when only (require).
+func (n *Node) IsolatedCPUs(pool string) (eligible cpuset.CPUSet, only, ok bool) {
+	c, ok := n.isolated[pool]
+	if !ok {
+		return cpuset.New(), false, false
+	}
+	return c.eligible.CPUSet(), c.only, true
+}
+
+// Warnings are the node's problems for the operator: the host's isolation (odd kernel
+// command line) and the pool layout's.
+func (n *Node) Warnings() []string {
+	return append(slices.Clone(n.Topology.Isolation.Warnings), n.Pools.Warnings...)
 }
 
 // UnitOf is what one requested CPU of exclusive pool p is.
@@ -161,6 +192,10 @@ const (
 	CodeNotEnoughShared     = "NotEnoughShared"
 	CodeInvalidRequest      = "InvalidRequest"
 	CodeCPUsUnavailable     = "CPUsUnavailable"
+	// CodeNotEnoughIsolatedCPUs: a pool with isolatedCPUs: require lacks free CPUs the host isolated.
+	CodeNotEnoughIsolatedCPUs = "NotEnoughIsolatedCPUs"
+	// CodeCPUsNotIsolated: given CPUs of a pool with isolatedCPUs: require are not all isolated.
+	CodeCPUsNotIsolated = "CPUsNotIsolated"
 )
 
 func (r *Refusal) Error() string {

@@ -47,7 +47,7 @@ type Report struct {
 // containers took is released, so later pods see the node as if it never came.
 func (n *Node) PlanPods(s *Ledger, pods []*corev1.Pod) Report {
 	var rep Report
-	rep.Warnings = append(rep.Warnings, n.Pools.Warnings...)
+	rep.Warnings = append(rep.Warnings, n.Warnings()...)
 	for _, pod := range pods {
 		placed, refusal := n.planPod(s, pod)
 		if refusal != nil {

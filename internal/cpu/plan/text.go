@@ -17,6 +17,9 @@ import (
 func (n *Node) WriteText(w io.Writer, rep Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Node: %s\n", n.Topology.Summary())
+	if iso := n.Topology.Isolation; iso.Any() {
+		fmt.Fprintf(tw, "Host isolation: %s\n", iso.Summary())
+	}
 	fmt.Fprintf(tw, "Pool config: %s\n\n", n.Pools.Source)
 	fmt.Fprintln(tw, "POD\tCONTAINER\tPOOL\tCPUS\tPLACEMENT\tMEMS\tCFS QUOTA\tENV")
 	for _, p := range rep.Placed {
@@ -30,7 +33,7 @@ func (n *Node) WriteText(w io.Writer, rep Report) error {
 	}
 	fmt.Fprintln(tw, "\nPOOL\tTYPE\tCPUS\tUSE")
 	for _, u := range rep.Usage {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Pool, u.Type, u.CPUs, usageText(u))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", u.Pool, u.Type, u.CPUs, usageText(u), n.isolatedText(u.Pool))
 	}
 	if unused := n.Pools.Unused; !unused.IsEmpty() {
 		fmt.Fprintf(tw, "(no pool)\t-\t%s\tunused: no container runs there (unpooledCPUs: default gives them to the default pool)\n", unused)
@@ -55,6 +58,22 @@ func (n *Node) WriteText(w io.Writer, rep Report) error {
 		}
 	}
 	return nil
+}
+
+// isolatedText names an exclusive pool's CPUs the host isolated and its isolatedCPUs.
+func (n *Node) isolatedText(pool string) string {
+	p, ok := n.Pools.Pool(pool)
+	if !ok || p.HostIsolated.IsEmpty() && p.Isolation.IsolatedCPUs == "" {
+		return ""
+	}
+	s := "; host-isolated " + p.HostIsolated.String()
+	if p.HostIsolated.IsEmpty() {
+		s = "; host-isolated none"
+	}
+	if c := p.Isolation.IsolatedCPUs; c != "" {
+		s += " (isolatedCPUs: " + string(c) + ")"
+	}
+	return s
 }
 
 func poolLabel(a allocation.Allocation) string {

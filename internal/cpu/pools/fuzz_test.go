@@ -14,7 +14,8 @@ import (
 // FuzzParse checks that Parse never panics, that what it accepts is a valid config of at
 // most MaxConfigBytes whose CPU sets round-trip through their text form, that every error is a *ConfigError naming the
 // source, and that Resolve on a 64-CPU SMT2 node places every online CPU in exactly one pool
-// or among the unused ones, and gives every exclusive pool devices among its CPUs.
+// or among the unused ones, gives every exclusive pool devices among its CPUs, and keeps the
+// CPUs isolcpus= took out of load balancing out of the default and shared pools.
 func FuzzParse(f *testing.F) {
 	peer, err := filepath.Glob("testdata/cpupooler/*.yaml")
 	if err != nil || len(peer) == 0 {
@@ -40,6 +41,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	topo := newTopo(f, 32, 2, "60-63")
+	topo.Isolation = topology.CmdlineIsolation("isolcpus=8-11,40-43 nohz_full=12", topo.Online().Union(topo.Offline))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data)
 		if err != nil {
@@ -92,6 +94,12 @@ func FuzzParse(f *testing.F) {
 		for _, p := range node.Pools {
 			if p.Type == allocation.TypeExclusive && (p.Devices.IsEmpty() != p.CPUs.IsEmpty() || !p.Devices.IsSubsetOf(p.CPUs)) {
 				t.Fatalf("exclusive pool %q: devices %s are not a non-empty part of its CPUs %s", p.Name, p.Devices, p.CPUs)
+			}
+			if p.Type != allocation.TypeExclusive && p.CPUs.Intersection(topo.Isolation.Domain).Size() > 0 {
+				t.Fatalf("%s pool %q has CPUs %s the kernel does not balance", p.Type, p.Name, p.CPUs.Intersection(topo.Isolation.Domain))
+			}
+			if !p.HostIsolated.IsSubsetOf(p.CPUs.Intersection(topo.Isolation.Isolated())) {
+				t.Fatalf("pool %q: host-isolated %s are not its isolated CPUs", p.Name, p.HostIsolated)
 			}
 		}
 	})

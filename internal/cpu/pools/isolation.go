@@ -93,3 +93,15 @@ func (c *Config) validateIsolation(p Pool) []error {
 	field("isolationPolicy", string(i.Policy), string(BestEffort), string(Required), string(BestEffort))
 	return errs
 }
+
+// fields writes the isolation fields set, as flow YAML after a pool's others (ConfigText).
+func (i Isolation) fields() string {
+	var b strings.Builder
+	values := []string{string(i.IRQLoadBalancing), string(i.CPULoadBalancing), string(i.IsolatedCPUs), string(i.Policy)}
+	for n, name := range isolationFields { // in the same order
+		if values[n] != "" {
+			fmt.Fprintf(&b, ", %s: %s", name, values[n])
+		}
+	}
+	return b.String()
+}

@@ -15,7 +15,7 @@ const InForceFile = "pools-in-force.yaml"
 // ConfigText writes the resolved layout as a pool config that resolves to the same layout on
 // the same node (the agent's record of the layout in force): its resourceBaseName and
 // exclusiveCPUs; each pool with the CPUs it lists (an exclusive pool under Cores: its
-// devices, which stand for their cores) and its policy; the default pool with every CPU it
+// devices, which stand for their cores), its policy and isolation; the default pool with every CPU it
 // holds, so that unpooled CPUs that joined it are listed and the others stay unused.
 func (n *Node) ConfigText() string {
 	var b strings.Builder
@@ -36,7 +36,7 @@ func (n *Node) ConfigText() string {
 		if p.ViaDRA() {
 			api = ", requestAPI: " + string(DRA)
 		}
-		fmt.Fprintf(&b, "  %s: {cpus: %q, hyperThreadingPolicy: %s%s}\n", p.Name, cpus.String(), p.HTPolicy, api)
+		fmt.Fprintf(&b, "  %s: {cpus: %q, hyperThreadingPolicy: %s%s%s}\n", p.Name, cpus.String(), p.HTPolicy, api, p.Isolation.fields())
 	}
 	return b.String()
 }

@@ -143,6 +143,9 @@ type Pool struct {
 	WholeCores bool
 	// Isolation is what an exclusive pool keeps off its containers' CPUs beyond the cpuset.
 	Isolation Isolation
+	// HostIsolated, set by Resolve for exclusive pools, are the pool's CPUs the host isolated
+	// at boot (topology.HostIsolation.Isolated): those isolatedCPUs prefers or requires.
+	HostIsolated cpuset.CPUSet
 }
 
 // ViaDRA says whether pods request the pool through DRA (requestAPI: dra).

@@ -18,8 +18,13 @@ import (
 // siblings of its listed CPUs that no other pool lists or owns, and a core it lists twice
 // counts once (a warning says so). Online CPUs no pool owns are Unpooled: they join the
 // default pool under JoinDefault or when cfg declares no default-type pool (one named
-// "default" is made), else they are Unused. The default pool must not end up empty. A
-// warning is added for each exclusive pool that shares physical cores with another pool.
+// "default" is made), else they are Unused. The default pool must not end up empty.
+//
+// CPUs the host took out of the kernel's load balancing (topo.Isolation.Domain) are taken out
+// of the default and shared pools into Unused, with a warning; a default or shared pool left
+// empty so is an error. An exclusive pool's HostIsolated are its CPUs the host isolated.
+// Warnings name exclusive pools that share physical cores with another pool or mix isolated
+// CPUs with others.
 func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -50,6 +55,7 @@ func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
 				n.Warnings = append(n.Warnings, warn)
 			}
 			taken = taken.Union(p.CPUs)
+			p.HostIsolated = p.CPUs.Intersection(topo.Isolation.Isolated())
 		}
 		if p.Type == allocation.TypeDefault {
 			n.Default, declared = p, true
@@ -58,19 +64,33 @@ func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
 		}
 	}
 	n.Unpooled = online.Difference(taken)
+	domain := topo.Isolation.Domain.Intersection(online)
 	if cfg.UnpooledCPUs == JoinDefault || !declared {
-		n.Default.CPUs = n.Default.CPUs.Union(n.Unpooled)
-		if !n.Unpooled.IsEmpty() {
+		n.Default.CPUs = n.Default.CPUs.Union(n.Unpooled) // those in domain leave again below
+		if join := n.Unpooled.Difference(domain); !join.IsEmpty() {
 			verb := "are in no pool: they join"
-			if n.Unpooled.Size() == 1 {
+			if join.Size() == 1 {
 				verb = "is in no pool: it joins"
 			}
-			n.Warnings = append(n.Warnings, fmt.Sprintf("%s %s the default pool %q", cpuNoun(n.Unpooled), verb, n.Default.Name))
+			n.Warnings = append(n.Warnings, fmt.Sprintf("%s %s the default pool %q", cpuNoun(join), verb, n.Default.Name))
 		}
 	} else {
 		n.Unused = n.Unpooled
 	}
 	n.Default.Type = allocation.TypeDefault
+	var err error
+	for i, p := range n.Pools {
+		if p.Type == allocation.TypeShared {
+			if n.Pools[i], err = n.offDomain(p, domain); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !n.Default.CPUs.IsEmpty() {
+		if n.Default, err = n.offDomain(n.Default, domain); err != nil {
+			return nil, err
+		}
+	}
 	if n.Default.CPUs.IsEmpty() {
 		return nil, &ConfigError{Source: cfg.Source, Field: "pools", Reason: fmt.Sprintf(
 			"no CPU is left for the default pool: every online CPU (%s) is in an exclusive or shared pool, "+
@@ -80,6 +100,7 @@ func Resolve(cfg *Config, topo *topology.Topology) (*Node, error) {
 	n.Pools = append(n.Pools, n.Default)
 	sort.Slice(n.Pools, func(i, j int) bool { return n.Pools[i].Name < n.Pools[j].Name })
 	n.Warnings = append(n.Warnings, splitCores(n, topo)...)
+	n.Warnings = append(n.Warnings, hostIsolationWarnings(n)...)
 	return n, nil
 }
 

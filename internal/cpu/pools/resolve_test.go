@@ -363,6 +363,8 @@ func TestConfigText(t *testing.T) {
 			"hyperThreadingPolicy: multiThreaded}, exclusive_s: {cpus: \"4,12\"}}",
 		"pools: {default: {cpus: \"0,10\"}, exclusive_s: {cpus: \"2\"}}",
 		"pools: {default: {cpus: 0}, shared_d: {cpus: 1, requestAPI: dra}, exclusive_d: {cpus: \"2-3\", requestAPI: dra}}",
+		"pools: {default: {cpus: 0}, exclusive_i: {cpus: \"2-3\", isolatedCPUs: require, irqLoadBalancing: disable, " +
+			"cpuLoadBalancing: enable, isolationPolicy: required}}",
 	} {
 		first, err := Resolve(mustParse(t, "poolconfig-a.yaml", yaml), topo)
 		if err != nil {
@@ -376,7 +378,8 @@ func TestConfigText(t *testing.T) {
 		describe := func(n *Node) string {
 			s := fmt.Sprintf("unused %s domain %s\n", n.Unused, n.Config.ResourceBaseName)
 			for _, p := range n.Pools {
-				s += fmt.Sprintf("%s %s %s devices %s whole %v dra %v\n", p.Name, p.CPUs, p.HTPolicy, p.Devices, p.WholeCores, p.ViaDRA())
+				s += fmt.Sprintf("%s %s %s devices %s whole %v dra %v isolation %+v\n", p.Name, p.CPUs, p.HTPolicy, p.Devices,
+					p.WholeCores, p.ViaDRA(), p.Isolation)
 			}
 			return s
 		}

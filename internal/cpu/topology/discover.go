@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-//go:generate go run ./internal/gensysfs -out testdata/sysfs
+//go:generate go run ./internal/gensysfs -out testdata/sysfs -proc testdata/procfs
 
 // Discover reads the CPU topology from the sysfs tree mounted at root ("/sys" on a node; tests
 // pass a fixture directory). It reads only plain files, described in
@@ -42,7 +42,7 @@ func Discover(root string) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Topology{Source: root, CPUs: map[int]CPU{}, Offline: present.Difference(online)}
+	t := &Topology{Source: root, CPUs: map[int]CPU{}, Offline: present.Difference(online), Isolation: NoIsolation()}
 	smt, l3 := map[int]cpuset.CPUSet{}, map[int]cpuset.CPUSet{}
 	for _, id := range online.List() {
 		c, err := readCPU(filepath.Join(cpuDir, fmt.Sprintf("cpu%d", id)), id, online, smt, l3)

@@ -43,3 +43,19 @@ func ExampleDiscover() {
 	// L3 group 0: 0-3,32-35
 	// L3 group 4: 4-7,36-39
 }
+
+func ExampleDiscoverHost() {
+	// On a node: topology.DiscoverHost("/sys", "/proc").
+	topo, err := topology.DiscoverHost("testdata/sysfs/isolcpus-smt-apart", "testdata/procfs/isolcpus-smt-apart")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(topo.Summary())
+	fmt.Println(topo.Isolation.Summary())
+	fmt.Println("isolated:", topo.Isolation.Isolated())
+	// Output:
+	// 1 socket, 1 NUMA node, 16 cores, 32 CPUs (SMT2), 1 L3 group
+	// isolcpus domain 2-7,18-23 (not load balanced), nohz_full 2-7,18-23, rcu_nocbs 2-7,18-23, managed_irq 2-7,18-23
+	// isolated: 2-7,18-23
+}

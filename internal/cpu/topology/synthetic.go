@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,7 +14,10 @@ import (
 const maxSyntheticCPUs = MaxCPUID + 1
 
 // synthKeys are the spec keys, in the order they are checked and listed in errors.
-const synthKeys = "sockets, numa, cores, threads, l3, numbering or offline"
+const synthKeys = "sockets, numa, cores, threads, l3, numbering, offline, isolcpus, nohz_full or rcu_nocbs"
+
+// listKeys are the spec keys whose value is a list with commas: entries without "=" go on it.
+var listKeys = []string{"offline", "isolcpus", "nohz_full", "rcu_nocbs"}
 
 // Synthetic builds a Topology from a spec of comma-separated key=value pairs, for tests,
 // dry runs and machines no lab has:
@@ -27,6 +31,9 @@ const synthKeys = "sockets, numa, cores, threads, l3, numbering or offline"
 //	numbering=M   apart (default): thread t of core c is CPU t*totalCores+c, as on Intel Linux;
 //	              adjacent: CPU c*threads+t, as on many AMD machines
 //	offline=LIST  CPUs that are present but offline, a Linux CPU list ("offline=6-7,9")
+//	isolcpus=V, nohz_full=LIST, rcu_nocbs=LIST
+//	              the host's isolation (Isolation), as on a kernel command line:
+//	              "isolcpus=managed_irq,domain,2-7,10-15"
 //
 // Cores are numbered socket by socket, NUMA node by node, L3 group by L3 group. Core and L3
 // identities follow Discover: the lowest online CPU ID of the group. Die is always 0. At most
@@ -44,6 +51,7 @@ type synthSpec struct {
 	sockets, numa, cores, threads, l3 int // cores per socket, l3 groups per NUMA node
 	adjacent                          bool
 	offline                           cpuset.CPUSet
+	isolation                         HostIsolation
 }
 
 func parseSpec(spec string) (synthSpec, error) {
@@ -90,7 +98,10 @@ func parseSpec(spec string) (synthSpec, error) {
 	default:
 		return s, fmt.Errorf("numbering %q: want apart or adjacent", v)
 	}
-	return s, s.parseOffline(raw)
+	if err := s.parseOffline(raw); err != nil {
+		return s, err
+	}
+	return s, s.parseIsolation(raw)
 }
 
 // splitSpec splits "k=v,k=v" into a map. Entries without "=" continue an offline list, so
@@ -105,12 +116,12 @@ func splitSpec(spec string) (map[string]string, error) {
 		k, v, ok := strings.Cut(entry, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		switch {
-		case !ok && last == "offline":
+		case !ok && slices.Contains(listKeys, last):
 			raw[last] += "," + entry
 			continue
 		case !ok:
 			return nil, fmt.Errorf("entry %q: want key=value with a key from %s", entry, synthKeys)
-		case !slices.Contains([]string{"sockets", "numa", "cores", "threads", "l3", "numbering", "offline"}, k):
+		case !slices.Contains(append([]string{"sockets", "numa", "cores", "threads", "l3", "numbering"}, listKeys...), k):
 			return nil, fmt.Errorf("unknown key %q: want %s", k, synthKeys)
 		}
 		if _, dup := raw[k]; dup {
@@ -163,7 +174,7 @@ func (s synthSpec) build(source string) *Topology {
 	for i := range l3ID {
 		l3ID[i] = -1
 	}
-	t := &Topology{Source: source, CPUs: map[int]CPU{}, Offline: s.offline}
+	t := &Topology{Source: source, CPUs: map[int]CPU{}, Offline: s.offline, Isolation: s.isolation}
 	for c := range totalCores {
 		for th := range s.threads {
 			id := th*totalCores + c
@@ -188,4 +199,60 @@ func (s synthSpec) build(source string) *Topology {
 		t.CPUs[id] = cpu
 	}
 	return t
+}
+
+// parseIsolation reads isolcpus=, nohz_full= and rcu_nocbs= as the kernel would, strictly:
+// an unknown isolcpus flag or a CPU outside the topology is an error.
+func (s *synthSpec) parseIsolation(raw map[string]string) error {
+	total := s.sockets * s.cores * s.threads
+	check := func(key string, cpus cpuset.CPUSet) error {
+		if ids := cpus.List(); len(ids) > 0 && ids[len(ids)-1] >= total {
+			return fmt.Errorf("%s %q: CPU %d is not in this topology (0-%d)", key, raw[key], ids[len(ids)-1], total-1)
+		}
+		return nil
+	}
+	s.isolation = NoIsolation()
+	h := &s.isolation
+	if v, ok := raw["isolcpus"]; ok {
+		cpus, f, notes, err := parseIsolcpus(v, total-1)
+		if err == nil && len(notes) > 0 {
+			err = errors.New(notes[0])
+		}
+		if err == nil {
+			err = check("isolcpus", cpus)
+		}
+		if err != nil {
+			return fmt.Errorf("isolcpus %q: %w", v, err)
+		}
+		h.Domain, h.ManagedIRQ = setIf(f.domain, cpus), setIf(f.managedIRQ, cpus)
+		h.NoHZFull = setIf(f.nohz, cpus)
+	}
+	for _, key := range []string{"nohz_full", "rcu_nocbs"} {
+		v, ok := raw[key]
+		if !ok {
+			continue
+		}
+		cpus, err := ParseKernelCPUList(v, total-1)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		if err := check(key, cpus); err != nil {
+			return err
+		}
+		if key == "nohz_full" {
+			h.NoHZFull = h.NoHZFull.Union(cpus)
+		} else {
+			h.RCUNoCBs = cpus
+		}
+	}
+	h.RCUNoCBs = h.RCUNoCBs.Union(h.NoHZFull)
+	return nil
+}
+
+// setIf is cpus when on, else the empty set.
+func setIf(on bool, cpus cpuset.CPUSet) cpuset.CPUSet {
+	if on {
+		return cpus
+	}
+	return cpuset.New()
 }

@@ -88,7 +88,7 @@ func every(step, n int) []int {
 }
 
 func TestSyntheticErrors(t *testing.T) {
-	const keys = "sockets, numa, cores, threads, l3, numbering or offline"
+	const keys = "sockets, numa, cores, threads, l3, numbering, offline, isolcpus, nohz_full or rcu_nocbs"
 	for _, tc := range []struct{ name, spec, want string }{
 		{name: "empty", spec: "", want: "cores is required (cores=N, the physical cores per socket)"},
 		{name: "no cores", spec: "sockets=2", want: "cores is required (cores=N, the physical cores per socket)"},
@@ -118,6 +118,16 @@ func TestSyntheticErrors(t *testing.T) {
 		{name: "repeated key", spec: "cores=2,threads=2,cores=4", want: "cores is given twice"},
 		{name: "entry without =", spec: "cores=2,threads", want: `entry "threads": want key=value with a key from ` + keys},
 		{name: "empty entry", spec: "cores=2,,threads=2", want: `entry "": want key=value with a key from ` + keys},
+		{name: "isolcpus beyond the topology", spec: "cores=4,isolcpus=2-4",
+			want: `isolcpus "2-4": isolcpus "2-4": CPU 4 is not in this topology (0-3)`},
+		{name: "isolcpus unknown flag", spec: "cores=4,isolcpus=nohz,tick,2-3",
+			want: `isolcpus "nohz,tick,2-3": unknown flag "tick" skipped, as the kernel skips it (known: domain, nohz, managed_irq)`},
+		{name: "isolcpus without a list", spec: "cores=4,isolcpus=domain",
+			want: `isolcpus "domain": no CPU list after the flags (want [flag,...]cpulist, e.g. isolcpus=domain,2-5)`},
+		{name: "bad nohz_full list", spec: "cores=4,nohz_full=3-1",
+			want: `nohz_full: cpu list "3-1": region "3-1": range end 1 is below its start 3`},
+		{name: "rcu_nocbs beyond the topology", spec: "cores=4,rcu_nocbs=0-7:1/2",
+			want: `rcu_nocbs "0-7:1/2": CPU 6 is not in this topology (0-3)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topo, err := topology.Synthetic(tc.spec)
@@ -140,6 +150,8 @@ func TestDiscoverAgreesWithSynthetic(t *testing.T) {
 		{fixture: "vm-2cpu-nosmt", spec: "cores=2"},
 		{fixture: "epyc-4numa-multi-l3", spec: "numa=4,cores=32,threads=2,l3=2"},
 		{fixture: "offline-cpus", spec: "cores=4,threads=2,numbering=adjacent,offline=6-7"},
+		{fixture: "isolcpus-smt-apart",
+			spec: "cores=16,threads=2,isolcpus=managed_irq,domain,2-7,18-23,nohz_full=2-7,18-23,rcu_nocbs=2-7,18-23"},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			found, err := topology.Discover(fixture(tc.fixture))
@@ -160,6 +172,13 @@ func TestDiscoverAgreesWithSynthetic(t *testing.T) {
 			}
 			if !found.Offline.Equals(made.Offline) {
 				t.Errorf("Offline: Discover %s, Synthetic %s", found.Offline, made.Offline)
+			}
+			host, err := topology.DiscoverHost(fixture(tc.fixture), procFixture(tc.fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := host.Isolation.Summary(), made.Isolation.Summary(); got != want || len(host.Isolation.Warnings) > 0 {
+				t.Errorf("Isolation: DiscoverHost %s (warnings %q), Synthetic %s", got, host.Isolation.Warnings, want)
 			}
 		})
 	}

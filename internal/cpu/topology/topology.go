@@ -33,6 +33,8 @@ type Topology struct {
 	CPUs map[int]CPU `json:"cpus"`
 	// Offline holds CPUs the kernel knows (present/possible) but that are not online.
 	Offline cpuset.CPUSet `json:"-"`
+	// Isolation is what the host isolated at boot (DiscoverHost, or a synthetic spec).
+	Isolation HostIsolation `json:"-"`
 }
 
 // Online returns the set of online CPUs.

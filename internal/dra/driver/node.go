@@ -39,7 +39,9 @@ type view struct {
 }
 
 func (s *source) read(ctx context.Context) (view, error) {
-	topo, err := topology.Discover(s.cfg.Sysfs)
+	// The isolation sysfs shows: CPUs isolcpus= took out of load balancing leave the shared
+	// and default pools, as in the agent.
+	topo, err := topology.DiscoverHost(s.cfg.Sysfs, "")
 	if err != nil {
 		return view{}, fmt.Errorf("read CPU topology: %w", err)
 	}

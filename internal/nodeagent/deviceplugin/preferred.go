@@ -42,8 +42,9 @@ func (r *resource) preferred(req *pluginapi.ContainerPreferredAllocationRequest)
 }
 
 // choose picks size CPUs of avail that include must, the allocator's way: must first, then
-// the free SMT siblings of must's cores, then the allocator's choice (whole cores, one NUMA
-// node, packed) on must's NUMA nodes if it fits there, else anywhere in avail.
+// the free SMT siblings of must's cores, then the allocator's choice (host-isolated CPUs first
+// for a pool with isolatedCPUs, whole cores, one NUMA node, packed) on must's NUMA nodes if it
+// fits there, else anywhere in avail.
 func (r *resource) choose(avail, must cpuset.CPUSet, size int) cpuset.CPUSet {
 	chosen := must
 	for _, cpu := range must.List() {
@@ -67,7 +68,11 @@ func (r *resource) choose(avail, must cpuset.CPUSet, size int) cpuset.CPUSet {
 		scopes = append(scopes, free.Intersection(allocate.NewSet(near...)))
 	}
 	for _, scope := range append(scopes, free) {
-		if res, err := r.index.Exclusive(scope, rest); err == nil {
+		res, err := r.index.Exclusive(scope, rest)
+		if r.isolated != nil { // isolatedCPUs: the host-isolated devices first
+			res, err = r.index.ExclusiveFrom(scope, rest, *r.isolated, false)
+		}
+		if err == nil {
 			return chosen.Union(res.CPUs.CPUSet())
 		}
 	}

@@ -26,6 +26,7 @@ type resource struct {
 	cpus      cpuset.CPUSet   // exclusive: the device CPUs (pools.Pool.Devices: one per unit)
 	whole     bool            // exclusive: a device is a whole core, given with all its pool threads
 	index     *allocate.Index // exclusive: layout of the device CPUs, for GetPreferredAllocation
+	isolated  *allocate.Set   // exclusive, isolatedCPUs set: the device CPUs of host-isolated units, chosen first
 	owned     *allocate.Index // exclusive: layout of the pool's CPUs, to expand whole-core devices
 	topo      *topology.Topology
 	numaInfo  *pluginapi.TopologyInfo // shared: the pool's NUMA node, nil when it spans several
@@ -52,6 +53,12 @@ func newResources(node *plan.Node, domain string, online cpuset.CPUSet) []*resou
 			topo: node.Topology, online: p.CPUs.Intersection(online), changed: make(chan struct{})}
 		if r.exclusive {
 			r.cpus, r.whole = p.Devices, plan.UnitOf(p) == allocate.WholeCore
+			if eligible, only, ok := node.IsolatedCPUs(p.Name); ok { // isolatedCPUs: require offers only these
+				iso := allocate.SetOf(p.Devices.Intersection(eligible))
+				if r.isolated = &iso; only {
+					r.cpus = p.Devices.Intersection(eligible)
+				}
+			}
 			r.index = allocate.NewIndex(node.Topology, r.cpus, allocate.Thread, cpuset.New())
 			r.owned = allocate.NewIndex(node.Topology, p.CPUs, allocate.Thread, cpuset.New())
 		} else if numa := node.Topology.NUMANodesOf(p.CPUs); numa.Size() == 1 {
@@ -132,7 +139,8 @@ func (r *resource) wakeLocked() {
 // same reports whether o has the same name and devices as r.
 func (r *resource) same(o *resource) bool {
 	return r.name == o.name && r.pool.CPUs.Equals(o.pool.CPUs) && r.pool.HTPolicy == o.pool.HTPolicy &&
-		r.cpus.Equals(o.cpus) && r.whole == o.whole
+		r.cpus.Equals(o.cpus) && r.whole == o.whole && (r.isolated == nil) == (o.isolated == nil) &&
+		(r.isolated == nil || r.isolated.String() == o.isolated.String())
 }
 
 func (r *resource) sharedID(n int) string { return r.pool.Name + "-" + strconv.Itoa(n) }

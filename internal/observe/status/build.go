@@ -35,6 +35,7 @@ func Build(node *plan.Node, allocs []allocation.Allocation, sections map[string]
 		}
 		r.Extensions[name] = b
 	}
+	r.Warnings = append(r.Warnings, node.Warnings()...)
 	r.Warnings = append(r.Warnings, r.merge()...)
 	slices.SortFunc(r.Containers, func(a, b Container) int { return cmp.Compare(a.Name(), b.Name()) })
 	slices.Sort(r.Warnings)
@@ -43,7 +44,7 @@ func Build(node *plan.Node, allocs []allocation.Allocation, sections map[string]
 
 func topologyOf(t *topology.Topology) Topology {
 	out := Topology{Summary: t.Summary(), Sockets: len(t.Sockets()), NUMANodes: len(t.NUMANodes()),
-		Cores: len(t.Cores()), ThreadsPerCore: t.ThreadsPerCore(), Offline: t.Offline.String()}
+		Cores: len(t.Cores()), ThreadsPerCore: t.ThreadsPerCore(), Offline: t.Offline.String(), Isolation: t.Isolation.Lists()}
 	for _, id := range t.Online().List() {
 		out.CPUs = append(out.CPUs, t.CPUs[id])
 	}
@@ -60,6 +61,7 @@ func pools(node *plan.Node, allocs []allocation.Allocation) []Pool {
 		u := Pool{Name: p.Name, Type: p.Type, CPUs: p.CPUs.String(), Offline: node.Pools.Offline[p.Name].String()}
 		if p.Type == allocation.TypeExclusive {
 			u.HTPolicy = string(p.HTPolicy)
+			u.HostIsolated, u.IsolatedCPUs = p.HostIsolated.String(), string(p.Isolation.IsolatedCPUs)
 		}
 		given, idled := cpuset.New(), cpuset.New()
 		for _, a := range allocs {

@@ -37,7 +37,8 @@ type Report struct {
 	Kernel            Kernel             `json:"kernel"`
 	// Extensions holds each extension's own section, by extension name (nri.StateReporter).
 	Extensions map[string]json.RawMessage `json:"extensions,omitempty"`
-	// Warnings are problems found while building the report.
+	// Warnings are the node's (an odd kernel command line, the pool layout's) and problems
+	// found while building the report.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -50,6 +51,8 @@ type Topology struct {
 	ThreadsPerCore int            `json:"threadsPerCore"`
 	Offline        string         `json:"offline,omitempty"`
 	CPUs           []topology.CPU `json:"cpus"` // online CPUs, by ID
+	// Isolation is what the host isolated at boot (isolcpus=, nohz_full=, rcu_nocbs=); nil: nothing.
+	Isolation *topology.IsolationLists `json:"isolation,omitempty"`
 }
 
 // Pool is one CPU pool and how much of it is handed out.
@@ -60,6 +63,9 @@ type Pool struct {
 	CPUs     string              `json:"cpus"`
 	// Offline: the pool's CPUs that are offline now (left out of CPUs: the pool is degraded).
 	Offline string `json:"offlineCPUs,omitempty"`
+	// Exclusive pools: the CPUs the host isolated, and the pool's isolatedCPUs (prefer, require).
+	HostIsolated string `json:"hostIsolatedCPUs,omitempty"`
+	IsolatedCPUs string `json:"isolatedCPUs,omitempty"`
 	// Exclusive pools: CPUs given to containers, siblings kept idle (singleThreaded), and
 	// the rest.
 	Allocated string `json:"allocatedCPUs,omitempty"`

@@ -25,6 +25,9 @@ func WriteText(w io.Writer, r Report) error {
 		name = "(unnamed)"
 	}
 	fmt.Fprintf(ew, "Node %s: %s\n", name, r.Topology.Summary)
+	if r.Topology.Isolation != nil {
+		fmt.Fprintf(ew, "Host isolation: %s\n", r.Topology.Isolation.Summary())
+	}
 	from := r.Source
 	if r.Source == "agent" {
 		from += map[bool]string{true: " (ready)", false: " (not ready: not synchronised by the runtime yet)"}[r.Ready]
@@ -150,7 +153,14 @@ func poolSummary(p Pool, cpus cpuset.CPUSet) string {
 		s += fmt.Sprintf("%d of %d millicpu granted (%d%%), ", p.MilliCPUGranted, p.MilliCPUCapacity,
 			plan.Percent(p.MilliCPUGranted, p.MilliCPUCapacity))
 	}
-	return s + containers(p.Containers)
+	s += containers(p.Containers)
+	if p.HostIsolated != "" || p.IsolatedCPUs != "" {
+		s += ", host-isolated " + orNone(p.HostIsolated)
+	}
+	if p.IsolatedCPUs != "" {
+		s += " (isolatedCPUs: " + p.IsolatedCPUs + ")"
+	}
+	return s
 }
 
 // shareOf names a container on a shared or default pool, with its share.
@@ -256,4 +266,11 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	n, err := e.w.Write(p)
 	e.err = err
 	return n, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

@@ -1,9 +1,10 @@
 // Command gensysfs writes the sysfs fixture trees under topology/testdata/sysfs: plain text
-// files, trimmed to what topology.Discover reads, shaped like the kernel's
-// (https://docs.kernel.org/admin-guide/cputopology.html). It does not use package topology,
-// so Discover is checked against an independent description of each machine.
+// files, trimmed to what topology.Discover and DiscoverIsolation read, shaped like the kernel's
+// (https://docs.kernel.org/admin-guide/cputopology.html), and each machine's kernel command
+// line under testdata/procfs/<machine>/cmdline. It does not use package topology, so
+// Discover is checked against an independent description of each machine.
 //
-//	go generate ./topology/   (runs: go run ./internal/gensysfs -out testdata/sysfs)
+//	go generate ./topology/   (runs: go run ./internal/gensysfs -out testdata/sysfs -proc testdata/procfs)
 package main
 
 import (
@@ -28,6 +29,10 @@ type machine struct {
 	offline                 cpuset.CPUSet // present but offline: no topology or cache files
 	noNodeDir               bool          // no devices/system/node (CONFIG_NUMA=n, small VMs)
 	coreID                  func(local int) int
+	// cmdline is the kernel command line; isolated and nohzFull what the kernel made of it
+	// (devices/system/cpu/isolated, nohz_full). nohzFull "-" leaves nohz_full out (a kernel
+	// without CONFIG_NO_HZ_FULL).
+	cmdline, isolated, nohzFull string
 }
 
 func machines() []machine {
@@ -35,21 +40,34 @@ func machines() []machine {
 	return []machine{
 		// 2 x 24-core Xeon: sysfs core_id skips values, as on real Xeons (0-6,8-14,16-22,24-26).
 		{name: "dual-socket-smt-apart", sockets: 2, numaPerSocket: 1, coresPerSocket: 24, threads: 2,
-			coresPerL3: 24, coreID: func(i int) int { return i + i/7 }},
+			coresPerL3: 24, coreID: func(i int) int { return i + i/7 },
+			// A distribution kernel with CPUMASK_OFFSTACK prints an unallocated nohz_full mask so.
+			cmdline: "BOOT_IMAGE=/vmlinuz-6.1.0-28-amd64 root=UUID=4d1c1e3a ro quiet", nohzFull: "(null)"},
 		{name: "single-socket-smt-adjacent", sockets: 1, numaPerSocket: 1, coresPerSocket: 8, threads: 2,
-			coresPerL3: 8, adjacent: true, coreID: same},
+			coresPerL3: 8, adjacent: true, coreID: same, cmdline: "BOOT_IMAGE=/boot/vmlinuz root=/dev/sda1 ro"},
 		{name: "vm-2cpu-nosmt", sockets: 1, numaPerSocket: 1, coresPerSocket: 2, threads: 1,
-			coresPerL3: 2, noNodeDir: true, coreID: same},
+			coresPerL3: 2, noNodeDir: true, coreID: same, cmdline: "console=ttyS0 root=/dev/vda", nohzFull: "-"},
 		// EPYC in NPS4 mode: 4 NUMA nodes of 8 cores, each core complex (CCX) of 4 shares an L3.
 		{name: "epyc-4numa-multi-l3", sockets: 1, numaPerSocket: 4, coresPerSocket: 32, threads: 2,
-			coresPerL3: 4, coreID: same},
+			coresPerL3: 4, coreID: same, cmdline: "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro iommu=pt"},
 		{name: "offline-cpus", sockets: 1, numaPerSocket: 1, coresPerSocket: 4, threads: 2,
-			coresPerL3: 4, adjacent: true, offline: cpuset.New(6, 7), coreID: same},
+			coresPerL3: 4, adjacent: true, offline: cpuset.New(6, 7), coreID: same, cmdline: "root=/dev/sda1 ro"},
+		// A real-time node as tuned's cpu-partitioning profile boots it: cores 2-7 (CPUs 2-7
+		// and 18-23) isolated in every way, the housekeeping cores 0-1 left; quoted and
+		// dashed parameters as the kernel reads them, and init's arguments after "--".
+		{name: "isolcpus-smt-apart", sockets: 1, numaPerSocket: 1, coresPerSocket: 16, threads: 2,
+			coresPerL3: 16, coreID: same,
+			cmdline: `BOOT_IMAGE=(hd0,gpt2)/vmlinuz-6.12.0 root=/dev/mapper/rhel-root ro crashkernel=1G-4G:192M ` +
+				`skew_tick=1 tsc=reliable rcupdate.rcu_normal_after_boot=1 isolcpus=managed_irq,domain,2-7,18-23 ` +
+				`intel_pstate=disable nosoftlockup nohz=on nohz_full=2-7,18-23 rcu-nocbs="2-7,18-23" ` +
+				`irqaffinity=0-1,8-17,24-31 -- isolcpus=9`,
+			isolated: "2-7,18-23", nohzFull: "2-7,18-23"},
 	}
 }
 
 func main() {
-	out := flag.String("out", "testdata/sysfs", "directory that receives one tree per machine")
+	out := flag.String("out", "testdata/sysfs", "directory that receives one sysfs tree per machine")
+	proc := flag.String("proc", "testdata/procfs", "directory that receives one procfs tree (cmdline) per machine")
 	flag.Parse()
 	for _, m := range machines() {
 		dir := filepath.Join(*out, m.name)
@@ -58,6 +76,13 @@ func main() {
 		}
 		if err := m.write(dir); err != nil {
 			log.Fatalf("%s: %v", m.name, err)
+		}
+		cmdline := filepath.Join(*proc, m.name, "cmdline")
+		if err := os.MkdirAll(filepath.Dir(cmdline), 0o755); err != nil {
+			log.Fatal(err)
+		}
+		if err := os.WriteFile(cmdline, []byte(m.cmdline+"\n"), 0o644); err != nil {
+			log.Fatal(err)
 		}
 	}
 }
@@ -105,6 +130,10 @@ func (m machine) write(dir string) error {
 		filepath.Join(cpuDir, "online"):   cpuset.New(online...).String(),
 		filepath.Join(cpuDir, "present"):  cpuset.New(present...).String(),
 		filepath.Join(cpuDir, "possible"): cpuset.New(present...).String(),
+		filepath.Join(cpuDir, "isolated"): m.isolated,
+	}
+	if m.nohzFull != "-" {
+		files[filepath.Join(cpuDir, "nohz_full")] = m.nohzFull
 	}
 	nodes := map[int]thread{}
 	for _, t := range all {
