@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"syscall"
 
 	"k8s.io/utils/cpuset"
 
@@ -50,9 +51,10 @@ func (m *Manager) applyIRQs(online, off cpuset.CPUSet) error {
 			m.unmovable[n] = "managed or per-CPU"
 			m.log.Info("isolation: the kernel does not let this interrupt move; it is reported, not retried", "irq", n,
 				"affinity", m.rec.IRQs[n].String())
-		case errors.Is(err, ErrNotWritable):
+		case errors.Is(err, ErrNotWritable) && errors.Is(err, syscall.EROFS):
 			m.irqErr = err.Error()
-			return err // every other write fails the same way
+			m.setNoIRQ(off.Union(m.applied.noIRQ))
+			return err // a read-only mount: every other write fails the same way
 		default:
 			errs = append(errs, err)
 		}
@@ -62,9 +64,13 @@ func (m *Manager) applyIRQs(online, off cpuset.CPUSet) error {
 			errs = append(errs, err)
 		}
 	}
-	if !want.Housekeeping.IsEmpty() || off.IsEmpty() {
-		m.setNoIRQ(off)
+	// What may be out now: off, and what was out before if some write failed.
+	if len(errs) > 0 {
+		m.setNoIRQ(off.Union(m.applied.noIRQ))
 	} else {
+		m.setNoIRQ(off)
+	}
+	if want.Housekeeping.IsEmpty() && !off.IsEmpty() {
 		errs = append(errs, fmt.Errorf("interrupts: CPUs %s are every online CPU: none left to take interrupts", off))
 	}
 	if err := errors.Join(errs...); err != nil {

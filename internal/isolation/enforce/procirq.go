@@ -61,8 +61,17 @@ func (p ProcIRQ) Effective(irq int) (cpuset.CPUSet, error) {
 }
 
 // SetAffinity writes an IRQ's smp_affinity_list; ErrUnmovable or ErrNotWritable say why not.
+// The kernel refuses a managed IRQ with EIO, or makes its file read-only (mode 0444), which a
+// root without CAP_DAC_OVERRIDE (the agent's pod) meets as EACCES: both are ErrUnmovable.
 func (p ProcIRQ) SetAffinity(irq int, cpus cpuset.CPUSet) error {
-	return writeFile(filepath.Join(p.Root, strconv.Itoa(irq), "smp_affinity_list"), cpus.String())
+	file := filepath.Join(p.Root, strconv.Itoa(irq), "smp_affinity_list")
+	err := writeFile(file, cpus.String())
+	if errors.Is(err, ErrNotWritable) && errors.Is(err, syscall.EACCES) {
+		if st, serr := os.Stat(file); serr == nil && st.Mode().Perm()&0o222 == 0 {
+			return fmt.Errorf("write %q to %s: %w (its file is read-only)", cpus.String(), file, ErrUnmovable)
+		}
+	}
+	return err
 }
 
 // Default reads default_smp_affinity (a hexadecimal mask): the affinity of IRQs set up later.
