@@ -90,10 +90,3 @@ func writeIsolation(w io.Writer, r *Report) error {
 	}
 	return tw.Flush()
 }
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
-}
