@@ -14,10 +14,14 @@ import (
 
 // Placed is one planned container of a pod.
 type Placed struct {
-	Pod       string   `json:"pod"` // namespace/name
-	Container string   `json:"container"`
-	Init      bool     `json:"init,omitempty"`
-	Decision  Decision `json:"decision"`
+	Pod       string `json:"pod"` // namespace/name
+	Container string `json:"container"`
+	// Init is a plain init container: it ends before the next container starts, which may
+	// reuse what it held. Sidecar is an init container with restartPolicy Always (a native
+	// sidecar): it runs for the pod's whole life and holds its CPUs all along.
+	Init     bool     `json:"init,omitempty"`
+	Sidecar  bool     `json:"sidecar,omitempty"`
+	Decision Decision `json:"decision"`
 }
 
 // PoolUsage is how much of one pool the plan uses.
@@ -42,8 +46,10 @@ type Report struct {
 }
 
 // PlanPods plans pods in order, as a node admitting them one after another would. Init
-// containers are planned first and released when done, as they exit before the app
-// containers start. A pod with any refused container is refused whole: what its other
+// containers are planned first, in order. A plain one is released when done: it exits before
+// the next container starts, and the kubelet's CPU and device managers give what it held to
+// the containers that follow. A sidecar (restartPolicy Always) is never released: it runs
+// beside the containers that follow it. A pod with any refused container is refused whole: what its other
 // containers took is released, so later pods see the node as if it never came.
 func (n *Node) PlanPods(s *Ledger, pods []*corev1.Pod) Report {
 	var rep Report
@@ -80,7 +86,7 @@ func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
 	}
 	var placed []Placed
 	var taken []allocation.Key
-	place := func(c corev1.Container, init bool) *Refusal {
+	place := func(c corev1.Container, init, sidecar bool) *Refusal {
 		d, err := n.Allocate(s, Container{PodUID: uid, Namespace: ns, Pod: pod.Name, Name: c.Name, Request: reqs[c.Name]})
 		if err != nil {
 			var r *Refusal
@@ -89,26 +95,37 @@ func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
 			}
 			return r
 		}
-		placed = append(placed, Placed{Pod: name, Container: c.Name, Init: init, Decision: d})
+		placed = append(placed, Placed{Pod: name, Container: c.Name, Init: init, Sidecar: sidecar, Decision: d})
 		taken = append(taken, d.Allocation.Key())
 		return nil
 	}
-	for _, c := range pod.Spec.InitContainers {
-		if r := place(c, true); r != nil {
-			return nil, r
+	refused := func(r *Refusal) ([]Placed, *Refusal) {
+		for _, k := range taken {
+			s.Release(k)
 		}
-		s.Release(taken[len(taken)-1])
-		taken = taken[:len(taken)-1]
+		return nil, r
+	}
+	for _, c := range pod.Spec.InitContainers {
+		sidecar := IsSidecar(c)
+		if r := place(c, !sidecar, sidecar); r != nil {
+			return refused(r)
+		}
+		if !sidecar {
+			s.Release(taken[len(taken)-1])
+			taken = taken[:len(taken)-1]
+		}
 	}
 	for _, c := range pod.Spec.Containers {
-		if r := place(c, false); r != nil {
-			for _, k := range taken {
-				s.Release(k)
-			}
-			return nil, r
+		if r := place(c, false, false); r != nil {
+			return refused(r)
 		}
 	}
 	return placed, nil
+}
+
+// IsSidecar says whether init container c is a native sidecar: restartPolicy Always.
+func IsSidecar(c corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
 // Usage summarises each pool: CPUs held, millicpu granted, containers placed.

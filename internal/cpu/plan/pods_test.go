@@ -126,3 +126,54 @@ func TestPlanPods(t *testing.T) {
 		}
 	}
 }
+
+const sidecarPod = `
+apiVersion: v1
+kind: Pod
+metadata: {name: mesh, namespace: a}
+spec:
+  initContainers:
+  - name: proxy
+    restartPolicy: Always
+    resources: {limits: {podfence.io/exclusive_m: "2", podfence.io/shared_s: "300"}}
+  - {name: setup, resources: {limits: {podfence.io/exclusive_m: "2", podfence.io/shared_s: "1700"}}}
+  containers:
+  - {name: app, resources: {limits: {podfence.io/exclusive_m: "2", podfence.io/shared_s: "200"}}}
+`
+
+// TestPlanSidecarHoldsItsCPUs: an init container with restartPolicy Always (a native sidecar)
+// runs for the pod's whole life, so the kubelet never hands its CPUs or its share to a
+// container that follows it; a plain init container's go to what follows, as the kubelet's CPU
+// and device managers reuse them. The sidecar, the plain init container and the app each get
+// CPUs of their own (the plain one's are the app's), and the share the sidecar holds stays
+// taken: the plain init container may use the rest of the pool, the app gets its share beside
+// the sidecar's.
+func TestPlanSidecarHoldsItsCPUs(t *testing.T) {
+	n := testNode(t)
+	s := NewLedger(n)
+	rep := n.PlanPods(s, pods(t, sidecarPod))
+	if len(rep.Refusals) != 0 {
+		t.Fatalf("refusals: %+v", rep.Refusals)
+	}
+	var got []string
+	for _, p := range rep.Placed {
+		got = append(got, fmt.Sprintf("%s=%s init=%v sidecar=%v", p.Container, p.Decision.Allocation.CPUs, p.Init, p.Sidecar))
+	}
+	want := []string{"proxy=2,10 init=false sidecar=true", "setup=3,11 init=true sidecar=false", "app=3,11 init=false sidecar=false"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("placed %v, want %v", got, want)
+	}
+	if s.Len() != 2 || s.SharedUsed() != 500 {
+		t.Errorf("state holds %d allocations and %dm shared, want 2 (proxy, app) and 500", s.Len(), s.SharedUsed())
+	}
+	var buf bytes.Buffer
+	if err := n.WriteText(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"a/mesh  proxy (sidecar)", "a/mesh  setup (init)", "4/8 CPUs held (50%), 2 containers",
+		"500/2000 millicpu granted (25%), 2 containers"} {
+		if !strings.Contains(buf.String(), line) {
+			t.Errorf("text report lacks %q:\n%s", line, buf.String())
+		}
+	}
+}
