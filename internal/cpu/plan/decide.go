@@ -12,6 +12,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/allocate"
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
+	"github.com/podfence/podfence/internal/pinning"
 )
 
 // Environment variables that tell the application its CPUs, as CPU-Pooler sets them.
@@ -40,8 +41,20 @@ type Container struct {
 	// none of them is in gets the allocator's choice.
 	ExclusiveCPUs cpuset.CPUSet
 	// Pinned says the process pinning annotation names the container (it then gets
-	// CONTAINER_NAME, as CPU-Pooler's webhook gives it).
+	// CONTAINER_NAME, as CPU-Pooler's webhook gives it): PinnedBy of its pod's annotations.
 	Pinned bool
+}
+
+// PinnedBy says whether the process pinning annotation among a pod's annotations
+// (podfence.io/cpus, else CPU-Pooler's nokia.k8s.io/cpus) names container. An annotation that
+// does not parse names no container. The agent and `podfence plan` both ask it.
+func PinnedBy(annotations map[string]string, container string) bool {
+	spec, ok, err := pinning.FromAnnotations(annotations)
+	if !ok || err != nil {
+		return false
+	}
+	_, named := spec.For(container)
+	return named
 }
 
 // Key is the container's state key.
@@ -53,7 +66,7 @@ func (c Container) podName() string { return c.Namespace + "/" + c.Pod }
 // allocation gets the decision it had (Existing), so a running container's CPUs never move.
 func (n *Node) Plan(s *Ledger, c Container) (Decision, error) {
 	if a, ok := s.Get(c.Key()); ok {
-		d := n.decide(a)
+		d := n.decideFor(c, a)
 		d.Existing = true
 		return d, nil
 	}
@@ -65,11 +78,16 @@ func (n *Node) Plan(s *Ledger, c Container) (Decision, error) {
 		}
 		return Decision{}, err
 	}
+	return n.decideFor(c, a), nil
+}
+
+// decideFor is decide for container c: a pinned one gets CONTAINER_NAME whatever its pool.
+func (n *Node) decideFor(c Container, a allocation.Allocation) Decision {
 	d := n.decide(a)
 	if c.Pinned && d.EnvValue(EnvContainerName) == "" {
 		d.Env = append(d.Env, EnvVar{Name: EnvContainerName, Value: c.Name})
 	}
-	return d, nil
+	return d
 }
 
 // Allocate plans and, on success, records the allocation in s.

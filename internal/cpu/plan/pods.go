@@ -87,7 +87,8 @@ func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
 	var placed []Placed
 	var taken []allocation.Key
 	place := func(c corev1.Container, init, sidecar bool) *Refusal {
-		d, err := n.Allocate(s, Container{PodUID: uid, Namespace: ns, Pod: pod.Name, Name: c.Name, Request: reqs[c.Name]})
+		d, err := n.Allocate(s, Container{PodUID: uid, Namespace: ns, Pod: pod.Name, Name: c.Name, Request: reqs[c.Name],
+			Pinned: PinnedBy(pod.Annotations, c.Name)})
 		if err != nil {
 			var r *Refusal
 			if !errors.As(err, &r) {

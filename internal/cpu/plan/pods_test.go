@@ -177,3 +177,33 @@ func TestPlanSidecarHoldsItsCPUs(t *testing.T) {
 		}
 	}
 }
+
+const pinnedPod = `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: pinned
+  namespace: a
+  annotations:
+    nokia.k8s.io/cpus: '[{"container": "app", "processes": [{"process": "/bin/app", "args": [], "pool": "shared_s", "cpus": 300}]}]'
+spec:
+  containers:
+  - {name: app, resources: {limits: {podfence.io/shared_s: "300"}}}
+  - {name: other, resources: {limits: {podfence.io/shared_s: "100"}}}
+`
+
+// TestPlanPinnedGetsContainerName: a shared-pool container that the process pinning annotation
+// (here CPU-Pooler's nokia.k8s.io/cpus) names gets CONTAINER_NAME, as the agent gives it; one
+// the annotation does not name does not.
+func TestPlanPinnedGetsContainerName(t *testing.T) {
+	n := testNode(t)
+	rep := n.PlanPods(NewLedger(n), pods(t, pinnedPod))
+	if len(rep.Placed) != 2 {
+		t.Fatalf("placed %+v, refused %+v", rep.Placed, rep.Refusals)
+	}
+	for i, want := range []string{"SHARED_CPUS=1,9 CPU_POOLS=shared CONTAINER_NAME=app", "SHARED_CPUS=1,9 CPU_POOLS=shared"} {
+		if got := envText(rep.Placed[i].Decision.Env); got != want {
+			t.Errorf("%s: env %q, want %q", rep.Placed[i].Container, got, want)
+		}
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
-	"github.com/podfence/podfence/internal/pinning"
 	"github.com/podfence/podfence/podapi"
 )
 
@@ -29,10 +28,8 @@ func keyOf(pod *api.PodSandbox, ctr *api.Container) allocation.Key {
 // container has those); a pool request may add a shared-pool share beside them. A container
 // the process pinning annotation names is Pinned.
 func (a *Plugin) containerOf(pod *api.PodSandbox, ctr *api.Container) (plan.Container, error) {
-	c := plan.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: ctr.GetName()}
-	if spec, ok, err := pinning.FromAnnotations(pod.GetAnnotations()); ok && err == nil {
-		_, c.Pinned = spec.For(c.Name)
-	}
+	c := plan.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: ctr.GetName(),
+		Pinned: plan.PinnedBy(pod.GetAnnotations(), ctr.GetName())}
 	v, ok := pod.GetAnnotations()[podapi.AnnotationCPUPools]
 	if !ok {
 		v, ok = ctr.GetAnnotations()[podapi.AnnotationCPUPools]
