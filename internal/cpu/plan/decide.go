@@ -40,21 +40,33 @@ type Container struct {
 	// given once checked to be free CPUs of the requested exclusive pools. An exclusive pool
 	// none of them is in gets the allocator's choice.
 	ExclusiveCPUs cpuset.CPUSet
-	// Pinned says the process pinning annotation names the container (it then gets
-	// CONTAINER_NAME, as CPU-Pooler's webhook gives it): PinnedBy of its pod's annotations.
-	Pinned bool
+	// Pinned says the process pinning annotation names the container, and Processes are its
+	// entry there (PinningOf its pod's annotations). It gets CONTAINER_NAME, as CPU-Pooler's
+	// webhook gives it, and is refused when the processes do not fit what it gets
+	// (pinning.Check), as the process starter could not run them.
+	Pinned    bool
+	Processes []pinning.Process
 }
 
-// PinnedBy says whether the process pinning annotation among a pod's annotations
-// (podfence.io/cpus, else CPU-Pooler's nokia.k8s.io/cpus) names container. An annotation that
-// does not parse names no container. The agent and `podfence plan` both ask it.
-func PinnedBy(annotations map[string]string, container string) bool {
-	spec, ok, err := pinning.FromAnnotations(annotations)
-	if !ok || err != nil {
-		return false
+// PinningOf reads the process pinning annotation (podfence.io/cpus, else CPU-Pooler's
+// nokia.k8s.io/cpus) in the first of the annotation maps that has one (a pod's, then a
+// container's where the runtime copied the pod's there): the processes of container, and
+// whether it names the container. An annotation that does not parse is an error: the starter
+// could not run the pod's pinned processes. The agent, its starter and `podfence plan` all
+// read it here.
+func PinningOf(container string, annotations ...map[string]string) ([]pinning.Process, bool, error) {
+	for _, m := range annotations {
+		spec, ok, err := pinning.FromAnnotations(m)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		procs, named := spec.For(container)
+		return procs, named, nil
 	}
-	_, named := spec.For(container)
-	return named
+	return nil, false, nil
 }
 
 // Key is the container's state key.
@@ -78,7 +90,25 @@ func (n *Node) Plan(s *Ledger, c Container) (Decision, error) {
 		}
 		return Decision{}, err
 	}
-	return n.decideFor(c, a), nil
+	d := n.decideFor(c, a)
+	if len(c.Processes) > 0 {
+		if err := pinning.Check(c.Processes, pinningPools(d)); err != nil {
+			return Decision{}, &Refusal{Pod: c.podName(), Container: c.Name, Code: CodeProcessPinning, Reason: "process pinning: " + err.Error()}
+		}
+	}
+	return d, nil
+}
+
+// pinningPools is what d gives the container, as pinning.Check takes it.
+func pinningPools(d Decision) pinning.Pools {
+	a, p := d.Allocation, pinning.Pools{}
+	if a.Type == allocation.TypeExclusive {
+		p.Exclusive, p.MoreExclusive, p.CPUs = a.Pool, a.ExtraPools, a.CPUs.Size()
+	}
+	if a.MilliCPU > 0 && !d.Shared.IsEmpty() {
+		p.Shared, p.MilliCPU = a.SharedPool, int(a.MilliCPU)
+	}
+	return p
 }
 
 // decideFor is decide for container c: a pinned one gets CONTAINER_NAME whatever its pool.

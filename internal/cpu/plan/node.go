@@ -161,6 +161,7 @@ const (
 	CodeNotEnoughShared     = "NotEnoughShared"
 	CodeInvalidRequest      = "InvalidRequest"
 	CodeCPUsUnavailable     = "CPUsUnavailable"
+	CodeProcessPinning      = "ProcessPinning" // the pinning annotation's processes do not fit the container's CPUs
 )
 
 func (r *Refusal) Error() string {

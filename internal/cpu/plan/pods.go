@@ -87,8 +87,12 @@ func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
 	var placed []Placed
 	var taken []allocation.Key
 	place := func(c corev1.Container, init, sidecar bool) *Refusal {
+		procs, pinned, err := PinningOf(c.Name, pod.Annotations)
+		if err != nil {
+			return &Refusal{Pod: name, Container: c.Name, Code: CodeInvalidRequest, Reason: err.Error()}
+		}
 		d, err := n.Allocate(s, Container{PodUID: uid, Namespace: ns, Pod: pod.Name, Name: c.Name, Request: reqs[c.Name],
-			Pinned: PinnedBy(pod.Annotations, c.Name)})
+			Pinned: pinned, Processes: procs})
 		if err != nil {
 			var r *Refusal
 			if !errors.As(err, &r) {

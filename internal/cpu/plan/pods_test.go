@@ -207,3 +207,29 @@ func TestPlanPinnedGetsContainerName(t *testing.T) {
 		}
 	}
 }
+
+const misfitPinnedPod = `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: misfit
+  namespace: a
+  annotations:
+    nokia.k8s.io/cpus: '[{"container": "app", "processes": [{"process": "/bin/app", "args": [], "pool": "exclusive_st", "cpus": 3}]}]'
+spec:
+  containers:
+  - {name: app, resources: {limits: {podfence.io/exclusive_st: "2"}}}
+`
+
+// TestPlanRefusesMisfitPinning: a container whose pinning processes ask for more CPUs than it
+// gets is refused, as the agent refuses it (the process starter could not run them): CPU-Pooler's
+// webhook rules let a process ask up to twice the request, the CPUs given decide.
+func TestPlanRefusesMisfitPinning(t *testing.T) {
+	n := testNode(t)
+	rep := n.PlanPods(NewLedger(n), pods(t, misfitPinnedPod))
+	const want = `pod a/misfit container "app" refused (ProcessPinning): process pinning: not enough CPUs: exclusive processes ` +
+		`ask for 3 CPUs, the container has 2: lower their cpus in the annotation or raise the container's exclusive pool request`
+	if len(rep.Placed) != 0 || len(rep.Refusals) != 1 || rep.Refusals[0].Error() != want {
+		t.Fatalf("placed %+v, refused %+v; want\n%s", rep.Placed, rep.Refusals, want)
+	}
+}
