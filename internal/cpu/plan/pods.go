@@ -10,6 +10,7 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
+	"github.com/podfence/podfence/internal/dra/grant"
 )
 
 // Placed is one planned container of a pod.
@@ -49,13 +50,21 @@ type Report struct {
 // containers are planned first, in order. A plain one is released when done: it exits before
 // the next container starts, and the kubelet's CPU and device managers give what it held to
 // the containers that follow. A sidecar (restartPolicy Always) is never released: it runs
-// beside the containers that follow it. A pod with any refused container is refused whole: what its other
+// beside the containers that follow it. grants are what the DRA driver prepared on the node
+// (a grant store's List): a container gets what the grants of its claims give
+// (withPodClaims). A pod with any refused container is refused whole: what its other
 // containers took is released, so later pods see the node as if it never came.
-func (n *Node) PlanPods(s *Ledger, pods []*corev1.Pod) Report {
+func (n *Node) PlanPods(s *Ledger, pods []*corev1.Pod, grants ...grant.Grant) Report {
 	var rep Report
 	rep.Warnings = append(rep.Warnings, n.Pools.Warnings...)
+	byName := map[string]grant.Grant{}
+	for _, g := range grants {
+		if _, dup := byName[g.Namespace+"/"+g.Name]; !dup {
+			byName[g.Namespace+"/"+g.Name] = g
+		}
+	}
 	for _, pod := range pods {
-		placed, refusal := n.planPod(s, pod)
+		placed, refusal := n.planPod(s, pod, byName)
 		if refusal != nil {
 			rep.Refusals = append(rep.Refusals, *refusal)
 			continue
@@ -66,7 +75,7 @@ func (n *Node) PlanPods(s *Ledger, pods []*corev1.Pod) Report {
 	return rep
 }
 
-func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
+func (n *Node) planPod(s *Ledger, pod *corev1.Pod, grants map[string]grant.Grant) ([]Placed, *Refusal) {
 	ns := pod.Namespace
 	if ns == "" {
 		ns = "default"
@@ -87,18 +96,17 @@ func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
 	var placed []Placed
 	var taken []allocation.Key
 	place := func(c corev1.Container, init, sidecar bool) *Refusal {
-		procs, pinned, err := PinningOf(c.Name, pod.Annotations)
-		if err != nil {
-			return &Refusal{Pod: name, Container: c.Name, Code: CodeInvalidRequest, Reason: err.Error()}
+		ctr := Container{PodUID: uid, Namespace: ns, Pod: pod.Name, Name: c.Name, Request: reqs[c.Name]}
+		var err error
+		if ctr.Processes, ctr.Pinned, err = PinningOf(c.Name, pod.Annotations); err != nil {
+			return refusalOf(name, c.Name, err)
 		}
-		d, err := n.Allocate(s, Container{PodUID: uid, Namespace: ns, Pod: pod.Name, Name: c.Name, Request: reqs[c.Name],
-			Pinned: pinned, Processes: procs})
+		if ctr, err = n.withPodClaims(ctr, pod, c, grants); err != nil {
+			return refusalOf(name, c.Name, err)
+		}
+		d, err := n.Allocate(s, ctr)
 		if err != nil {
-			var r *Refusal
-			if !errors.As(err, &r) {
-				r = &Refusal{Pod: name, Container: c.Name, Code: CodeInvalidRequest, Reason: err.Error()}
-			}
-			return r
+			return refusalOf(name, c.Name, err)
 		}
 		placed = append(placed, Placed{Pod: name, Container: c.Name, Init: init, Sidecar: sidecar, Decision: d})
 		taken = append(taken, d.Allocation.Key())
@@ -126,6 +134,21 @@ func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
 		}
 	}
 	return placed, nil
+}
+
+// refusalOf is err as the refusal of container ctr of pod: a planner's refusal as it is, a
+// DRA claim's with CodeDRAClaim, any other with CodeInvalidRequest.
+func refusalOf(pod, ctr string, err error) *Refusal {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r
+	}
+	code := CodeInvalidRequest
+	var ce *ClaimError
+	if errors.As(err, &ce) {
+		code = CodeDRAClaim
+	}
+	return &Refusal{Pod: pod, Container: ctr, Code: code, Reason: err.Error()}
 }
 
 // IsSidecar says whether init container c is a native sidecar: restartPolicy Always.
