@@ -1,30 +1,28 @@
 package nriplugin_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/containerd/nri/pkg/api"
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/cpuset"
 
 	"github.com/podfence/podfence/internal/admission"
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/internal/dra/grant"
 	"github.com/podfence/podfence/internal/nodeagent"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
@@ -35,32 +33,56 @@ import (
 // instead of the fixed set (PODFENCE_DIFF_SEEDS=5000 go test -run Differential ./internal/nodeagent/nriplugin/).
 const diffSeedsEnv = "PODFENCE_DIFF_SEEDS"
 
-// The differential node: the test topology with an exclusive pool of each thread policy, the
-// shared pool and the default pool.
-const diffPools = `
+// diffLayout is a node's pool config for the differential test, on the test topology.
+type diffLayout struct {
+	yaml   string
+	domain string   // the resource domain pods use most (the config's resourceBaseName, else podfence.io)
+	pools  []string // pools pods ask for as resources: exclusive ones, then the shared one if any
+	dra    []string // pools pods ask for through DRA claims
+}
+
+var diffLayouts = []diffLayout{
+	{ // podfence's own: pools list threads, an exclusive pool of each thread policy
+		yaml: `
+exclusiveCPUs: threads
+unpooledCPUs: default
 pools:
   default:     {cpus: "0,8"}
   shared_s:    {cpus: "1,9"}
   exclusive_a: {cpus: "2-3,10-11", hyperThreadingPolicy: multiThreaded}
   exclusive_b: {cpus: "4-7,12-15", hyperThreadingPolicy: singleThreaded}
-`
+`,
+		domain: pools.DefaultDomain, pools: []string{"exclusive_a", "exclusive_b", "shared_s"},
+	},
+	{ // CPU-Pooler's meaning (pools list cores), its own domain, and pools requested through DRA
+		yaml: `
+resourceBaseName: example.com
+pools:
+  default:     {cpus: "0,8"}
+  shared_s:    {cpus: "1,9", requestAPI: dra}
+  exclusive_a: {cpus: "2-3", hyperThreadingPolicy: multiThreaded}
+  exclusive_b: {cpus: "4-5"}
+  exclusive_d: {cpus: "6-7", hyperThreadingPolicy: multiThreaded, requestAPI: dra}
+`,
+		domain: "example.com", pools: []string{"exclusive_a", "exclusive_b"}, dra: []string{"exclusive_d", "shared_s"},
+	},
+}
 
 // diffEnvNames are the variables the planner decides (plan.Decision.Env); the agent's
 // extensions may add others.
 var diffEnvNames = []string{plan.EnvExclusiveCPUs, plan.EnvSharedCPUs, plan.EnvCPUPools, plan.EnvContainerName}
 
 // agentOptions are the agent's as `podfence agent` runs it, less what needs the host: the
-// process starter wraps pinned containers (and refuses those whose processes do not fit).
-func agentOptions() nriplugin.Options {
-	return nriplugin.Options{Extensions: []nriplugin.Extension{nodeagent.Starter{Binary: "/opt/podfence/bin/podfence"}}}
+// process starter wraps pinned containers, grants are read from dra.
+func agentOptions(dra string) nriplugin.Options {
+	return nriplugin.Options{DRAStateDir: dra, Extensions: []nriplugin.Extension{nodeagent.Starter{Binary: "/opt/podfence/bin/podfence"}}}
 }
 
 // outcome is what one container got, or why it was refused, in words both sides give.
 type outcome struct {
 	cpus, mems, quota, env string
 	refused                string // the refusal code, "" if created
-	reason                 string // the planner's refusal text, when it is one
-	detail                 string // the agent's error, for the failure message
+	reason                 string // why: the planner's refusal text, the agent's error (which ends with it)
 }
 
 func (o outcome) String() string {
@@ -72,14 +94,16 @@ func (o outcome) String() string {
 
 // TestPlanAgentDifferential: random pods, admitted by the webhook (Mutate, then Validate: a
 // pod it refuses reaches no node), are planned by `podfence plan`'s code path (plan.PlanPods
-// on the pod manifests) and created through the real NRI runtime side against the agent, as
-// the kubelet and containerd create them: init containers in order, a plain one stopped
-// (its exit) before the next container, a sidecar left running, then the app containers; a
-// pod with a refused container is removed whole. Both must give every container the same
-// cpuset, memory nodes, CFS quota and CPU environment, and refuse the same containers for the
-// same reason. After each seed every pod is removed and the agent must hold nothing.
+// on the pod manifests and the node's DRA grants) and created through the real NRI runtime
+// side against the agent, as the kubelet and containerd create them: init containers in
+// order, a plain one stopped (its exit) before the next container, a sidecar left running,
+// then the app containers, each with the markers of the DRA claims it uses; a pod with a
+// refused container is removed whole. Both must give every container the same cpuset, memory
+// nodes, CFS quota and CPU environment, and refuse the same containers with the same code and
+// reason. After each seed every pod is removed and the agent must hold nothing. Each layout
+// runs under each CFS quota policy, with the seeds spread over them.
 func TestPlanAgentDifferential(t *testing.T) {
-	seeds := 48
+	seeds := 60
 	if v := os.Getenv(diffSeedsEnv); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -92,83 +116,91 @@ func TestPlanAgentDifferential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pools.Parse("differential pools", []byte("exclusiveCPUs: threads\nunpooledCPUs: default\n"+diffPools))
-	if err != nil {
-		t.Fatal(err)
-	}
-	layout, err := pools.Resolve(cfg, topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admit := &admission.Config{Pools: []*pools.Config{cfg}}
-	var nodes []*plan.Node
-	for _, q := range plan.CFSQuotaModes() {
-		nodes = append(nodes, plan.NewNode(topo, layout, plan.Policy{CFSQuotas: q}))
-	}
 	stats := map[string]int{}
-	for pi, node := range nodes { // one agent per policy, the seeds of that policy in turn
-		ar := startAgentLog(t, rt, node, nritest.NoCheckpoint{}, agentOptions(), discard)
-		for seed := pi; seed < seeds; seed += len(nodes) {
-			diffSeed(t, rt, ar, node, admit, seed, stats)
+	runs := len(diffLayouts) * len(plan.CFSQuotaModes())
+	run := 0
+	for _, l := range diffLayouts {
+		cfg, err := pools.Parse("differential pools", []byte(l.yaml))
+		if err != nil {
+			t.Fatal(err)
 		}
-		ar.stop()
+		layout, err := pools.Resolve(cfg, topo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &differ{t: t, rt: rt, layout: l, admit: &admission.Config{Pools: []*pools.Config{cfg}},
+			store: grant.Store{Dir: t.TempDir()}, stats: stats}
+		for _, q := range plan.CFSQuotaModes() { // one agent each, the seeds of the run in turn
+			d.node = plan.NewNode(topo, layout, plan.Policy{CFSQuotas: q})
+			d.agent = startAgentLog(t, rt, d.node, nritest.NoCheckpoint{}, agentOptions(d.store.Dir), discard)
+			for seed := run; seed < seeds; seed += runs {
+				d.seed(seed)
+			}
+			d.agent.stop()
+			run++
+		}
 	}
 	t.Logf("%d seeds: %v", seeds, stats)
 }
 
-// diffSeed plans and creates one seed's pods and compares the outcomes.
-func diffSeed(t *testing.T, rt *runtime, ar *agentRun, node *plan.Node, admit *admission.Config, seed int, stats map[string]int) {
+// differ runs seeds on one node and agent.
+type differ struct {
+	t      *testing.T
+	rt     *runtime
+	layout diffLayout
+	admit  *admission.Config
+	store  grant.Store
+	node   *plan.Node
+	agent  *agentRun
+	stats  map[string]int
+}
+
+// seed plans and creates one seed's pods and compares the outcomes.
+func (d *differ) seed(seed int) {
+	t := d.t
 	t.Helper()
 	rng := rand.New(rand.NewPCG(uint64(seed), 28))
 	var admitted []*corev1.Pod
+	var grants []grant.Grant
 	for i := range 3 + rng.IntN(5) {
-		pod, err := webhook(randomPod(rng, seed, i), admit)
+		pod, g := d.randomPod(rng, seed, i)
+		pod, err := webhook(pod, d.admit)
 		if err != nil {
-			stats["pods refused by the webhook"]++
+			d.stats["pods refused by the webhook"]++
 			continue
 		}
 		admitted = append(admitted, pod)
+		for _, g := range g {
+			if err := d.store.Put(g); err != nil {
+				t.Fatal(err)
+			}
+			grants = append(grants, g)
+		}
 	}
-	want := planned(node.PlanPods(plan.NewLedger(node), admitted))
+	want := planned(d.node.PlanPods(plan.NewLedger(d.node), admitted, grants...))
 	got := map[string]outcome{}
 	for _, pod := range admitted {
-		createPod(t, rt, pod, got)
+		d.createPod(pod, got)
 	}
 	for _, k := range slices.Sorted(mapsKeys(want, got)) {
 		w, g := want[k], got[k]
 		if w.refused != "" {
-			stats["containers refused"]++
+			d.stats["containers refused "+w.refused]++
 		} else {
-			stats["containers placed"]++
+			d.stats["containers placed"]++
 		}
-		if w.String() != g.String() || w.reason != g.reason {
-			t.Errorf("seed %d: %s:\n  podfence plan: %s %s\n  agent:         %s %s", seed, k, w, w.reason, g, g.detail)
+		if w.String() != g.String() || !strings.HasSuffix(g.reason, w.reason) {
+			t.Errorf("seed %d: %s:\n  podfence plan: %s %s\n  agent:         %s %s", seed, k, w, w.reason, g, g.reason)
 		}
 	}
 	if t.Failed() {
-		t.Fatalf("seed %d: pods:\n%s", seed, podsYAML(admitted))
+		t.Fatalf("seed %d: pods:\n%s\ngrants: %+v", seed, podsJSON(admitted), grants)
 	}
-	for _, pod := range rt.podsNow() {
-		rt.removePod(pod)
+	for _, pod := range d.rt.podsNow() {
+		d.rt.removePod(pod)
 	}
-	if held := ar.Allocations(); len(held) > 0 {
+	if held := d.agent.Allocations(); len(held) > 0 {
 		t.Fatalf("seed %d: every pod removed, the agent still holds %v", seed, held)
-	}
-}
-
-func mapsKeys[V any](ms ...map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		seen := map[string]bool{}
-		for _, m := range ms {
-			for k := range m {
-				if !seen[k] {
-					seen[k] = true
-					if !yield(k) {
-						return
-					}
-				}
-			}
-		}
 	}
 }
 
@@ -186,7 +218,7 @@ func planned(rep plan.Report) map[string]outcome {
 			env: strings.Join(env, " ")}
 	}
 	for _, r := range rep.Refusals {
-		out[r.Pod+"/"+r.Container] = outcome{refused: r.Code, reason: r.Error()}
+		out[r.Pod+"/"+r.Container] = outcome{refused: r.Code, reason: r.Reason}
 	}
 	return out
 }
@@ -198,64 +230,65 @@ func quotaText(quota, period int64) string {
 	return fmt.Sprintf("%d/%d", quota, period)
 }
 
-var refusalCode = regexp.MustCompile(`refused \((\w+)\)`)
-
 // createPod runs pod through the runtime as the kubelet does and records each container's
 // outcome; a refused container ends the pod, which is removed.
-func createPod(t *testing.T, rt *runtime, pod *corev1.Pod, out map[string]outcome) {
-	t.Helper()
+func (d *differ) createPod(pod *corev1.Pod, out map[string]outcome) {
+	rt := d.rt
 	sb := rt.runPodUID(pod.Name, string(pod.UID), pod.Annotations)
 	name := pod.Namespace + "/" + pod.Name
-	create := func(c corev1.Container) (*api.Container, bool) {
-		ctr, adj, err := rt.createCtr(sb, c.Name, []string{"/bin/" + c.Name}, nil)
+	var created []string
+	create := func(c corev1.Container) bool {
+		ctr, err := rt.createCtr(sb, c.Name, []string{"/bin/" + c.Name}, claimMarkers(pod, c))
 		if err != nil {
-			o := outcome{refused: plan.CodeInvalidRequest, detail: err.Error()}
-			if m := refusalCode.FindStringSubmatch(err.Error()); m != nil {
-				o.refused = m[1]
-				o.reason = err.Error()[strings.Index(err.Error(), "pod "+name):]
+			out[name+"/"+c.Name] = outcome{refused: refusalCode(err), reason: err.Error()}
+			for _, n := range created { // like the plan's, they never run as a pod
+				delete(out, name+"/"+n)
 			}
-			out[name+"/"+c.Name] = o
 			rt.removePod(sb)
-			return nil, false
+			return false
 		}
 		var env []string
-		for _, kv := range adj.GetEnv() {
+		for _, kv := range ctr.adjust.GetEnv() {
 			if slices.Contains(diffEnvNames, kv.Key) {
 				env = append(env, kv.Key+"="+kv.Value)
 			}
 		}
-		cpu := ctr.GetLinux().GetResources().GetCpu()
-		out[name+"/"+c.Name] = outcome{cpus: cpu.GetCpus(), mems: cpu.GetMems(),
-			quota: quotaText(cpu.GetQuota().GetValue(), int64(cpu.GetPeriod().GetValue())), env: strings.Join(env, " ")}
-		return ctr, true
+		out[name+"/"+c.Name] = outcome{cpus: ctr.cpus(), mems: ctr.mems(), quota: quotaText(ctr.quota(), int64(ctr.period())),
+			env: strings.Join(env, " ")}
+		created = append(created, c.Name)
+		if slices.ContainsFunc(pod.Spec.InitContainers, func(i corev1.Container) bool { return i.Name == c.Name }) &&
+			!plan.IsSidecar(c) {
+			rt.stopCtr(ctr.ctr) // it ran to completion: its exit reaches the agent as StopContainer
+		}
+		return true
 	}
-	var created []string
-	for _, c := range pod.Spec.InitContainers {
-		ctr, ok := create(c)
-		if !ok {
-			dropCreated(out, name, created)
+	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		if !create(c) {
 			return
 		}
-		created = append(created, c.Name)
-		if !plan.IsSidecar(c) {
-			rt.stopCtr(ctr) // it ran to completion: its exit reaches the agent as StopContainer
-		}
-	}
-	for _, c := range pod.Spec.Containers {
-		if _, ok := create(c); !ok {
-			dropCreated(out, name, created)
-			return
-		}
-		created = append(created, c.Name)
 	}
 }
 
-// dropCreated forgets the outcomes of a refused pod's other containers: like the plan's, they
-// never run as a pod.
-func dropCreated(out map[string]outcome, pod string, names []string) {
-	for _, n := range names {
-		delete(out, pod+"/"+n)
+// refusalCode classifies the agent's error as the planner codes its refusals (plan.refusalOf).
+func refusalCode(err error) string {
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, " refused ("); ok {
+		code, _, _ := strings.Cut(rest, ")")
+		return code
 	}
+	if strings.Contains(msg, ": DRA claim ") {
+		return plan.CodeDRAClaim
+	}
+	return plan.CodeInvalidRequest
+}
+
+// claimMarkers is the environment the CDI devices of c's DRA claims give it: one marker per
+// claim of the pod's that c names (the test's claims are named for their pod).
+func claimMarkers(pod *corev1.Pod, c corev1.Container) []string {
+	if len(c.Resources.Claims) == 0 {
+		return nil
+	}
+	return []string{claimEnv("claim-" + string(pod.UID))}
 }
 
 // webhook admits pod as the API server would with podfence's webhook: the mutation applied,
@@ -265,15 +298,15 @@ func webhook(pod *corev1.Pod, cfg *admission.Config) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	patch, err := json.Marshal(ops)
-	if err != nil {
-		return nil, err
-	}
 	doc, err := json.Marshal(pod)
 	if err != nil {
 		return nil, err
 	}
 	if len(ops) > 0 {
+		patch, err := json.Marshal(ops)
+		if err != nil {
+			return nil, err
+		}
 		p, err := jsonpatch.DecodePatch(patch)
 		if err != nil {
 			return nil, err
@@ -289,19 +322,24 @@ func webhook(pod *corev1.Pod, cfg *admission.Config) (*corev1.Pod, error) {
 	return &out, admission.Validate(&out, cfg)
 }
 
-// randomPod is pod i of a seed: up to two init containers (each a sidecar or not) and one to
-// three app containers, each asking for a random mix of pools (under either domain, one of
-// the default type now and then), some with an SGX EPC limit, and now and then a process
-// pinning annotation (podfence's or CPU-Pooler's key) naming some of them.
-func randomPod(rng *rand.Rand, seed, i int) *corev1.Pod {
+// randomPod is pod i of a seed, with the grant of its DRA claim if it has one: up to two init
+// containers (each a sidecar or not) and one to three app containers, each asking for a random
+// mix of pools (under either domain now and then, a pool of the default type or a DRA pool
+// too, which the webhook refuses), some with an SGX EPC limit, some using the pod's claim;
+// now and then a process pinning annotation (podfence's or CPU-Pooler's key) naming some.
+func (d *differ) randomPod(rng *rand.Rand, seed, i int) (*corev1.Pod, []grant.Grant) {
 	name := fmt.Sprintf("p%d-%d", seed, i)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}}
+	g, hasClaim := d.randomGrant(rng, pod)
 	n := 0
 	ctr := func() corev1.Container {
 		n++
-		c := corev1.Container{Name: fmt.Sprintf("c%d", n), Resources: corev1.ResourceRequirements{Limits: randomPools(rng)}}
+		c := corev1.Container{Name: fmt.Sprintf("c%d", n), Resources: corev1.ResourceRequirements{Limits: d.randomPools(rng)}}
 		if rng.IntN(4) == 0 {
 			c.Resources.Limits[admission.ResourceEPC] = resource.MustParse("1Mi")
+		}
+		if hasClaim && rng.IntN(2) == 0 {
+			c.Resources.Claims = []corev1.ResourceClaim{{Name: "cpus"}}
 		}
 		return c
 	}
@@ -324,40 +362,94 @@ func randomPod(rng *rand.Rand, seed, i int) *corev1.Pod {
 		var entries []pinning.Container
 		for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
 			if rng.IntN(2) == 0 {
-				entries = append(entries, pinning.Container{Name: c.Name, Processes: processes(rng, c)})
+				entries = append(entries, pinning.Container{Name: c.Name, Processes: d.processes(rng, c)})
 			}
 		}
 		if len(entries) > 0 {
 			pod.Annotations = map[string]string{key: pinning.Encode(entries...)}
 		}
 	}
-	return pod
+	if !hasClaim {
+		return pod, nil
+	}
+	if rng.IntN(2) == 0 {
+		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "cpus", ResourceClaimName: &g.Name}}
+	} else {
+		tmpl := "cpus-template"
+		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "cpus", ResourceClaimTemplateName: &tmpl}}
+		pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "cpus", ResourceClaimName: &g.Name}}
+	}
+	return pod, []grant.Grant{g}
+}
+
+// randomGrant is, on a layout with DRA pools and now and then, a claim for pod: CPUs of a DRA
+// exclusive pool (any of its CPUs: another pod's claim may give them too), a share of a DRA
+// shared pool, SGX EPC, reserved for the pod (or, rarely, for another).
+func (d *differ) randomGrant(rng *rand.Rand, pod *corev1.Pod) (grant.Grant, bool) {
+	if len(d.layout.dra) == 0 || rng.IntN(2) == 0 {
+		return grant.Grant{}, false
+	}
+	g := grant.Grant{ClaimUID: "claim-" + string(pod.UID), Namespace: pod.Namespace, Name: "claim-" + pod.Name,
+		PodUIDs: []string{string(pod.UID)}}
+	if rng.IntN(8) == 0 {
+		g.PodUIDs = []string{"uid-someone-else"}
+	}
+	for _, name := range d.layout.dra {
+		p, _ := d.node.Pools.Pool(name)
+		switch {
+		case rng.IntN(2) == 0:
+		case p.Type == allocation.TypeExclusive:
+			var cpus []int
+			for _, c := range p.CPUs.List() {
+				if rng.IntN(3) == 0 {
+					cpus = append(cpus, c)
+				}
+			}
+			if len(cpus) > 0 {
+				g.Exclusive = map[string]cpuset.CPUSet{name: cpuset.New(cpus...)}
+			}
+		default:
+			g.Shared = map[string]int64{name: int64(1 + rng.IntN(900))}
+		}
+	}
+	if rng.IntN(3) == 0 || len(g.Exclusive)+len(g.Shared) == 0 {
+		g.EPCBytes = 4096
+	}
+	return g, true
 }
 
 // randomPools is a random set of pool resources.
-func randomPools(rng *rand.Rand) corev1.ResourceList {
+func (d *differ) randomPools(rng *rand.Rand) corev1.ResourceList {
 	l := corev1.ResourceList{}
 	set := func(domain, pool string, n int) {
 		l[corev1.ResourceName(domain+"/"+pool)] = *resource.NewQuantity(int64(n), resource.DecimalSI)
 	}
-	switch rng.IntN(9) {
+	pick := func() string { return d.layout.pools[rng.IntN(len(d.layout.pools))] }
+	amount := func(pool string) int {
+		if pools.TypeOf(pool) == allocation.TypeShared {
+			return 1 + rng.IntN(1200)
+		}
+		return 1 + rng.IntN(4)
+	}
+	switch rng.IntN(10) {
 	case 0:
-	case 1:
-		set(pools.DefaultDomain, "shared_s", 1+rng.IntN(1200))
-	case 2:
-		set(pools.DefaultDomain, "exclusive_a", 1+rng.IntN(3))
-	case 3:
-		set(pools.DefaultDomain, "exclusive_b", 1+rng.IntN(5))
+	case 1, 2, 3:
+		p := pick()
+		set(d.layout.domain, p, amount(p))
 	case 4:
-		set(pools.DefaultDomain, "exclusive_a", 1+rng.IntN(2))
-		set(pools.DefaultDomain, "shared_s", 1+rng.IntN(600))
+		p, q := pick(), pick()
+		set(d.layout.domain, p, amount(p))
+		set(d.layout.domain, q, amount(q))
 	case 5:
-		set(pools.CPUPoolerDomain, "exclusive_b", 1+rng.IntN(2))
+		p := pick()
+		set([]string{pools.DefaultDomain, pools.CPUPoolerDomain}[rng.IntN(2)], p, amount(p))
 	case 6:
-		set(pools.DefaultDomain, "default", 1)
+		set(d.layout.domain, "default", 1)
 	case 7:
-		set(pools.DefaultDomain, "exclusive_a", 1)
-		set(pools.DefaultDomain, "exclusive_b", 1)
+		if len(d.layout.dra) > 0 {
+			p := d.layout.dra[rng.IntN(len(d.layout.dra))]
+			set(d.layout.domain, p, amount(p))
+		}
 	default:
 		l[corev1.ResourceCPU] = resource.MustParse("500m")
 	}
@@ -366,15 +458,15 @@ func randomPools(rng *rand.Rand) corev1.ResourceList {
 
 // processes is a pinning entry for c: one process per pool it asks for (its whole amount, or
 // now and then one more), or one default-pool process.
-func processes(rng *rand.Rand, c corev1.Container) []pinning.Process {
-	var procs []pinning.Process
+func (d *differ) processes(rng *rand.Rand, c corev1.Container) []pinning.Process {
 	var names []string
 	for name := range c.Resources.Limits {
 		names = append(names, string(name))
 	}
 	slices.Sort(names)
+	var procs []pinning.Process
 	for _, name := range names {
-		pool, ok := pools.ParseResourceName(name)
+		pool, ok := pools.ParseResourceNameIn(name, pools.Domains(d.admit.Pools...))
 		if !ok || pools.TypeOf(pool) == allocation.TypeDefault {
 			continue
 		}
@@ -388,8 +480,24 @@ func processes(rng *rand.Rand, c corev1.Container) []pinning.Process {
 	return procs
 }
 
-// podsYAML renders pods for a failure message.
-func podsYAML(pods []*corev1.Pod) string {
+func mapsKeys[V any](ms ...map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		seen := map[string]bool{}
+		for _, m := range ms {
+			for k := range m {
+				if !seen[k] {
+					seen[k] = true
+					if !yield(k) {
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
+// podsJSON renders pods for a failure message.
+func podsJSON(pods []*corev1.Pod) string {
 	var b strings.Builder
 	for _, p := range pods {
 		doc, _ := json.Marshal(p)
@@ -397,53 +505,4 @@ func podsYAML(pods []*corev1.Pod) string {
 		b.WriteString("\n")
 	}
 	return b.String()
-}
-
-// runPodUID starts a pod sandbox with the given UID.
-func (rt *runtime) runPodUID(name, uid string, annotations map[string]string) *api.PodSandbox {
-	rt.tb.Helper()
-	id := rt.nextID("pod")
-	pod := &api.PodSandbox{Id: id, Name: name, Uid: uid, Namespace: "ns", Annotations: annotations}
-	b := rt.nri.BlockPluginSync()
-	defer b.Unblock()
-	if err := rt.nri.RunPodSandbox(context.Background(), &api.RunPodSandboxRequest{Pod: pod}); err != nil {
-		rt.tb.Fatalf("RunPodSandbox %s: %v", name, err)
-	}
-	rt.mu.Lock()
-	rt.pods[id] = pod
-	rt.mu.Unlock()
-	return pod
-}
-
-// createCtr creates and starts a container with args and env; the runtime applies the
-// adjustment's CPU settings.
-func (rt *runtime) createCtr(pod *api.PodSandbox, name string, args, env []string) (*api.Container, *api.ContainerAdjustment, error) {
-	id := rt.nextID("ctr")
-	ctr := &api.Container{Id: id, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED, Args: args, Env: env,
-		Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{}}}}
-	b := rt.nri.BlockPluginSync()
-	rpl, err := rt.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod,
-		Container: proto.Clone(ctr).(*api.Container)})
-	b.Unblock()
-	if err != nil {
-		return nil, nil, err
-	}
-	applyCPU(ctr.Linux.Resources.Cpu, rpl.GetAdjust().GetLinux().GetResources().GetCpu())
-	ctr.State = api.ContainerState_CONTAINER_RUNNING
-	rt.mu.Lock()
-	rt.ctrs[id] = ctr
-	rt.mu.Unlock()
-	rt.startCtr(ctr)
-	return ctr, rpl.GetAdjust(), nil
-}
-
-// podsNow returns the runtime's pods by ID.
-func (rt *runtime) podsNow() map[string]*api.PodSandbox {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	out := make(map[string]*api.PodSandbox, len(rt.pods))
-	for id, p := range rt.pods {
-		out[id] = p
-	}
-	return out
 }
