@@ -29,6 +29,11 @@ const (
 	// resource does: whole CPUs for an exclusive pool, millicpu for the shared pool. An amount
 	// is a JSON number or a string holding a Kubernetes quantity ("2", "500").
 	AnnotationCPUPools = "podfence.io/cpu-pools"
+	// AnnotationSidecars is a pod annotation written by the admission webhook: the names of
+	// the pod's native sidecars (init containers with restartPolicy Always), comma-separated
+	// in spec order. A sidecar runs for the pod's whole life: the agent keeps what it holds
+	// when it exits, for its restart, and gives it to no other container.
+	AnnotationSidecars = "podfence.io/sidecars"
 )
 
 // Request is what one container asks of the pools: pool name → amount. Exclusive pools count
@@ -57,6 +62,19 @@ func (r Request) String() string {
 		s += n + "=" + q.String()
 	}
 	return s
+}
+
+// Sidecars reads a podfence.io/sidecars value: the sidecars' names.
+func Sidecars(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// IsSidecar says whether a pod's annotations name container a native sidecar.
+func IsSidecar(annotations map[string]string, container string) bool {
+	return slices.Contains(Sidecars(annotations[AnnotationSidecars]), container)
 }
 
 // maxAmount bounds an amount: a million CPUs, a billion millicpu, beyond any node's pools.
