@@ -1,8 +1,13 @@
 package nriplugin_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/podapi"
 )
@@ -58,4 +63,36 @@ func TestSidecarKeptAcrossAgentRestart(t *testing.T) {
 	rt.stopCtr(again.ctr)
 	check(t, rt.mustCreate(pod, "proxy", exclusiveCPUs("7,15")), want{cpus: "7,15", mems: "1", exclusive: "7,15"})
 	checkHeld(t, "after a restart on other CPUs", second.Allocations(), "p:proxy:7,15", "q:app:5,13")
+}
+
+// refuseOnce refuses the next creation of a container named name (an extension failing it).
+type refuseOnce struct{ name string }
+
+func (r *refuseOnce) Name() string { return "refuse-once" }
+func (r *refuseOnce) CreateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container, _ plan.Decision) (
+	*api.ContainerAdjustment, error) {
+	if ctr.GetName() != r.name {
+		return nil, nil
+	}
+	r.name = ""
+	return nil, errors.New("not now")
+}
+
+// TestSidecarRestartRefusedKeepsItsCPUs: a sidecar's next instance that an extension refuses
+// leaves its CPUs kept (no other container gets them), and the instance after runs on them.
+func TestSidecarRestartRefusedKeepsItsCPUs(t *testing.T) {
+	refuse := &refuseOnce{}
+	rt, ar := setup(t, nriplugin.Options{Extensions: []nriplugin.Extension{refuse}})
+	ann := poolReq(`{"proxy": {"exclusive_b": 2}}`)
+	ann[podapi.AnnotationSidecars] = "proxy"
+	pod := rt.runPod("p", ann)
+	rt.stopCtr(rt.mustCreate(pod, "proxy", nil).ctr)
+	refuse.name = "proxy"
+	if _, err := rt.create(pod, "proxy", nil); err == nil {
+		t.Fatal("the extension's refusal did not refuse the container")
+	}
+	checkHeld(t, "after the refused restart", ar.Allocations(), "p:proxy:4,12")
+	check(t, rt.mustCreate(rt.runPod("q", poolReq(`{"app": {"exclusive_b": 2}}`)), "app", nil),
+		want{cpus: "5,13", mems: "1", exclusive: "5,13"})
+	check(t, rt.mustCreate(pod, "proxy", nil), want{cpus: "4,12", mems: "1", exclusive: "4,12"})
 }
