@@ -10,8 +10,8 @@
 //     Amounts count devices: whole CPUs for an exclusive pool, millicpu for the shared pool.
 //     The annotation is removed when no container asks for a pool.
 //   - podfence.io/sidecars: the pod's native sidecars (init containers with restartPolicy
-//     Always), comma-separated in spec order, when a container asks for a pool (sidecars.go):
-//     the agent keeps what a sidecar holds when it exits, for its restart.
+//     Always), comma-separated in spec order, when a container asks for a pool or uses a DRA
+//     claim (sidecars.go): the agent keeps what a sidecar holds when it exits, for its restart.
 //   - epc-limit.nri.io/container.<name>: the decimal byte count of the container's
 //     sgx.intel.com/epc limit (package epc reads it on the node).
 //   - the core-scheduling labels podfence.io/core-sched-group and -policy from the first

@@ -36,6 +36,9 @@ func TestMutate(t *testing.T) {
 				"init", ctr("setup"), "sidecar", ctr("log")),
 			annotations: map[string]string{pools1: `{"app":{"exclusive_dp":2},"proxy":{"exclusive_dp":2}}`,
 				"podfence.io/sidecars": "proxy,log"}},
+		{name: "a native sidecar of a pod with a DRA claim", pod: withClaim(testPod("enclave", ctr("app", "sgx.intel.com/epc=1Ki"),
+			"sidecar", ctr("proxy"))),
+			annotations: map[string]string{"epc-limit.nri.io/container.app": "1024", "podfence.io/sidecars": "proxy"}},
 		{name: "a sidecars annotation without sidecars is removed",
 			pod:         testPod("shop", "annotation:podfence.io/sidecars=app", ctr("app", "podfence.io/exclusive_dp=2")),
 			annotations: map[string]string{pools1: `{"app":{"exclusive_dp":2}}`},
@@ -120,6 +123,15 @@ func TestMutate(t *testing.T) {
 		})
 	}
 }
+
+// withClaim makes pod's first container use a DRA claim.
+func withClaim(pod *corev1.Pod) *corev1.Pod {
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "cpus", ResourceClaimTemplateName: ptr("cpus")}}
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "cpus"}}
+	return pod
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // TestPatchOps checks the exact patch: per-key ops with "/" escaped as "~1" and "~" as "~0"
 // when the map exists, the whole map when it does not, and sorted keys.

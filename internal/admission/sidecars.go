@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,9 +15,9 @@ const noSidecar = "the pod has no native sidecar (init container with restartPol
 
 // sidecarsValue is the podfence.io/sidecars annotation the pod calls for: its native sidecars
 // (init containers with restartPolicy Always), in spec order, when a container asks for a
-// pool; false with the reason when it calls for none. The agent keeps what a sidecar holds
-// when it exits, for its restart (the kubelet's CPU and device managers never give it to a
-// container that follows).
+// pool or uses a DRA claim (whose grant may give CPUs); false with the reason when it calls
+// for none. The agent keeps what a sidecar holds when it exits, for its restart (the
+// kubelet's CPU and device managers never give it to a container that follows).
 func sidecarsValue(pod *corev1.Pod, reqs map[string]poolRequest) (string, bool, string) {
 	var names []string
 	for _, c := range pod.Spec.InitContainers {
@@ -24,8 +25,9 @@ func sidecarsValue(pod *corev1.Pod, reqs map[string]poolRequest) (string, bool, 
 			names = append(names, c.Name)
 		}
 	}
-	if _, asks := cpuPoolsValue(reqs); !asks {
-		return "", false, "no container asks for a pool resource"
+	claims := slices.ContainsFunc(containers(pod), func(c container) bool { return len(c.Resources.Claims) > 0 })
+	if _, asks := cpuPoolsValue(reqs); !asks && !claims {
+		return "", false, "no container asks for a pool resource or uses a DRA claim"
 	}
 	if len(names) == 0 {
 		return "", false, noSidecar

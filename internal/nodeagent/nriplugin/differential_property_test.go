@@ -27,6 +27,7 @@ import (
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
 	"github.com/podfence/podfence/internal/pinning"
+	"github.com/podfence/podfence/podapi"
 )
 
 // diffSeedsEnv, when set to a number, runs that many seeds of TestPlanAgentDifferential
@@ -54,9 +55,9 @@ pools:
 `,
 		domain: pools.DefaultDomain, pools: []string{"exclusive_a", "exclusive_b", "shared_s"},
 	},
-	{ // CPU-Pooler's meaning (pools list cores), its own domain, and pools requested through DRA
+	{ // CPU-Pooler's meaning (pools list cores) and domain, and pools requested through DRA
 		yaml: `
-resourceBaseName: example.com
+resourceBaseName: nokia.k8s.io
 pools:
   default:     {cpus: "0,8"}
   shared_s:    {cpus: "1,9", requestAPI: dra}
@@ -64,7 +65,7 @@ pools:
   exclusive_b: {cpus: "4-5"}
   exclusive_d: {cpus: "6-7", hyperThreadingPolicy: multiThreaded, requestAPI: dra}
 `,
-		domain: "example.com", pools: []string{"exclusive_a", "exclusive_b"}, dra: []string{"exclusive_d", "shared_s"},
+		domain: pools.CPUPoolerDomain, pools: []string{"exclusive_a", "exclusive_b"}, dra: []string{"exclusive_d", "shared_s"},
 	},
 }
 
@@ -180,7 +181,7 @@ func (d *differ) seed(seed int) {
 	want := planned(d.node.PlanPods(plan.NewLedger(d.node), admitted, grants...))
 	got := map[string]outcome{}
 	for _, pod := range admitted {
-		d.createPod(pod, got)
+		d.createPod(rng, pod, got)
 	}
 	for _, k := range slices.Sorted(mapsKeys(want, got)) {
 		w, g := want[k], got[k]
@@ -231,12 +232,16 @@ func quotaText(quota, period int64) string {
 }
 
 // createPod runs pod through the runtime as the kubelet does and records each container's
-// outcome; a refused container ends the pod, which is removed.
-func (d *differ) createPod(pod *corev1.Pod, out map[string]outcome) {
+// outcome; a refused container ends the pod, which is removed. Now and then a sidecar crashes
+// right after it started, and comes back (a new instance) once the pod's other containers
+// run: what it runs with then is its outcome. Only a sidecar the webhook named
+// (podfence.io/sidecars) crashes: the agent cannot tell another from an app container.
+func (d *differ) createPod(rng *rand.Rand, pod *corev1.Pod, out map[string]outcome) {
 	rt := d.rt
 	sb := rt.runPodUID(pod.Name, string(pod.UID), pod.Annotations)
 	name := pod.Namespace + "/" + pod.Name
 	var created []string
+	var crashed []corev1.Container
 	create := func(c corev1.Container) bool {
 		ctr, err := rt.createCtr(sb, c.Name, []string{"/bin/" + c.Name}, claimMarkers(pod, c))
 		if err != nil {
@@ -256,13 +261,23 @@ func (d *differ) createPod(pod *corev1.Pod, out map[string]outcome) {
 		out[name+"/"+c.Name] = outcome{cpus: ctr.cpus(), mems: ctr.mems(), quota: quotaText(ctr.quota(), int64(ctr.period())),
 			env: strings.Join(env, " ")}
 		created = append(created, c.Name)
-		if slices.ContainsFunc(pod.Spec.InitContainers, func(i corev1.Container) bool { return i.Name == c.Name }) &&
-			!plan.IsSidecar(c) {
+		init := slices.ContainsFunc(pod.Spec.InitContainers, func(i corev1.Container) bool { return i.Name == c.Name })
+		switch {
+		case init && !plan.IsSidecar(c):
 			rt.stopCtr(ctr.ctr) // it ran to completion: its exit reaches the agent as StopContainer
+		case init && podapi.IsSidecar(pod.Annotations, c.Name) && rng.IntN(3) == 0 &&
+			!slices.ContainsFunc(crashed, func(x corev1.Container) bool { return x.Name == c.Name }):
+			rt.stopCtr(ctr.ctr) // a sidecar crashed
+			crashed = append(crashed, c)
 		}
 		return true
 	}
 	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		if !create(c) {
+			return
+		}
+	}
+	for _, c := range crashed {
 		if !create(c) {
 			return
 		}
@@ -292,8 +307,11 @@ func claimMarkers(pod *corev1.Pod, c corev1.Container) []string {
 }
 
 // webhook admits pod as the API server would with podfence's webhook: the mutation applied,
-// then validated.
+// then validated, when the pod meets the webhook configuration's match conditions.
 func webhook(pod *corev1.Pod, cfg *admission.Config) (*corev1.Pod, error) {
+	if !carriesPodfence(pod) {
+		return pod, nil
+	}
 	ops, _, err := admission.Mutate(pod, cfg)
 	if err != nil {
 		return nil, err
@@ -320,6 +338,30 @@ func webhook(pod *corev1.Pod, cfg *admission.Config) (*corev1.Pod, error) {
 		return nil, err
 	}
 	return &out, admission.Validate(&out, cfg)
+}
+
+// carriesPodfence is deploy/webhook/mutating.yaml's match condition: a container asks for a
+// podfence.io/ or nokia.k8s.io/ resource or sgx.intel.com/epc, or the pod has an annotation of
+// those domains or epc-limit.nri.io.
+func carriesPodfence(pod *corev1.Pod) bool {
+	ours := func(k string) bool {
+		return strings.HasPrefix(k, pools.DefaultDomain+"/") || strings.HasPrefix(k, pools.CPUPoolerDomain+"/")
+	}
+	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		for _, l := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+			for r := range l {
+				if ours(string(r)) || r == admission.ResourceEPC {
+					return true
+				}
+			}
+		}
+	}
+	for k := range pod.Annotations {
+		if ours(k) || strings.HasPrefix(k, "epc-limit.nri.io") {
+			return true
+		}
+	}
+	return false
 }
 
 // randomPod is pod i of a seed, with the grant of its DRA claim if it has one: up to two init
