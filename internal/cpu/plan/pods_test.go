@@ -233,3 +233,79 @@ func TestPlanRefusesMisfitPinning(t *testing.T) {
 		t.Fatalf("placed %+v, refused %+v; want\n%s", rep.Placed, rep.Refusals, want)
 	}
 }
+
+// TestPinningOf: the first annotation map with a pinning annotation decides (the pod's, then
+// the container's where the runtime copied it): the container's processes when it names it;
+// an annotation that does not parse is an error naming it.
+func TestPinningOf(t *testing.T) {
+	entry := `[{"container": "app", "processes": [{"process": "/bin/a", "pool": "exclusive_m", "cpus": 1}]}]`
+	pod, ctr := map[string]string{"podfence.io/cpus": entry}, map[string]string{"nokia.k8s.io/cpus": entry}
+	for _, tc := range []struct {
+		name      string
+		container string
+		maps      []map[string]string
+		want      string
+	}{
+		{name: "named by the pod's", container: "app", maps: []map[string]string{pod, nil}, want: "named [/bin/a]"},
+		{name: "the container's when the pod has none", container: "app", maps: []map[string]string{{"x": "y"}, ctr},
+			want: "named [/bin/a]"},
+		{name: "not named", container: "other", maps: []map[string]string{pod, ctr}, want: "not named"},
+		{name: "none", container: "app", maps: []map[string]string{nil, {}}, want: "not named"},
+		{name: "does not parse", container: "app", maps: []map[string]string{{"podfence.io/cpus": "{"}, ctr},
+			want: `error: annotation podfence.io/cpus="{"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			procs, named, err := PinningOf(tc.container, tc.maps...)
+			got := "not named"
+			switch {
+			case err != nil:
+				got = "error: " + err.Error()
+			case named:
+				var paths []string
+				for _, p := range procs {
+					paths = append(paths, p.Path)
+				}
+				got = fmt.Sprintf("named %v", paths)
+			}
+			if !strings.HasPrefix(got, tc.want) {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlanPodRefusals: a pinning annotation that does not parse refuses the pod (InvalidRequest,
+// the annotation named), and a pod refused after its sidecar was placed gives the sidecar's
+// CPUs back.
+func TestPlanPodRefusals(t *testing.T) {
+	n := testNode(t)
+	s := NewLedger(n)
+	rep := n.PlanPods(s, pods(t, `
+apiVersion: v1
+kind: Pod
+metadata: {name: bad, namespace: a, annotations: {podfence.io/cpus: "{"}}
+spec:
+  containers:
+  - {name: app}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: big, namespace: a}
+spec:
+  initContainers:
+  - {name: proxy, restartPolicy: Always, resources: {limits: {podfence.io/exclusive_m: "4"}}}
+  containers:
+  - {name: app, resources: {limits: {podfence.io/exclusive_m: "6"}}}
+`))
+	var got []string
+	for _, r := range rep.Refusals {
+		got = append(got, r.Pod+"/"+r.Container+" "+r.Code+": "+r.Reason)
+	}
+	want := []string{`a/bad/app InvalidRequest: annotation podfence.io/cpus="{"`, "a/big/app NotEnoughCPUs: "}
+	if len(got) != 2 || !strings.HasPrefix(got[0], want[0]) || !strings.HasPrefix(got[1], want[1]) {
+		t.Errorf("refusals %q, want them to start %q", got, want)
+	}
+	if len(rep.Placed) != 0 || s.Len() != 0 {
+		t.Errorf("placed %+v, held %v; want nothing", rep.Placed, s.Allocations())
+	}
+}
