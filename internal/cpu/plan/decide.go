@@ -91,22 +91,19 @@ func (n *Node) Plan(s *Ledger, c Container) (Decision, error) {
 		return Decision{}, err
 	}
 	d := n.decideFor(c, a)
-	if len(c.Processes) > 0 {
-		if err := pinning.Check(c.Processes, pinningPools(d)); err != nil {
+	if c.Pinned {
+		if err := pinning.Check(c.Processes, pinningPools(a)); err != nil {
 			return Decision{}, &Refusal{Pod: c.podName(), Container: c.Name, Code: CodeProcessPinning, Reason: "process pinning: " + err.Error()}
 		}
 	}
 	return d, nil
 }
 
-// pinningPools is what d gives the container, as pinning.Check takes it.
-func pinningPools(d Decision) pinning.Pools {
-	a, p := d.Allocation, pinning.Pools{}
+// pinningPools is what a gives the container, as pinning.Check takes it.
+func pinningPools(a allocation.Allocation) pinning.Pools {
+	p := pinning.Pools{Shared: a.SharedPool, MilliCPU: int(a.MilliCPU)}
 	if a.Type == allocation.TypeExclusive {
 		p.Exclusive, p.MoreExclusive, p.CPUs = a.Pool, a.ExtraPools, a.CPUs.Size()
-	}
-	if a.MilliCPU > 0 && !d.Shared.IsEmpty() {
-		p.Shared, p.MilliCPU = a.SharedPool, int(a.MilliCPU)
 	}
 	return p
 }
