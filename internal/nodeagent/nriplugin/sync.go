@@ -185,39 +185,43 @@ func (a *Plugin) liveContainers(pods []*api.PodSandbox, ctrs []*api.Container) [
 		podByID[p.GetId()] = p
 	}
 	sorted := slices.SortedFunc(slices.Values(ctrs), func(x, y *api.Container) int { return strings.Compare(x.GetId(), y.GetId()) })
+	var live []liveCtr
+	seen := map[allocation.Key]bool{}
+	for _, c := range sorted {
+		p := podByID[c.GetPodSandboxId()]
+		if p == nil || c.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		if seen[keyOf(p, c)] {
+			a.log.Warn("two live instances of one container; using the first", "pod", podName(p), "container", c.GetName(), "id", c.GetId())
+			continue
+		}
+		seen[keyOf(p, c)] = true
+		live = append(live, newLiveCtr(p, c, false))
+	}
 	newest := slices.SortedFunc(slices.Values(sorted), func(x, y *api.Container) int {
 		return cmp.Or(cmp.Compare(y.GetCreatedAt(), x.GetCreatedAt()), strings.Compare(y.GetId(), x.GetId()))
 	})
-	var live []liveCtr
-	seen := map[allocation.Key]bool{}
-	for _, kept := range []bool{false, true} {
-		order := sorted
-		if kept {
-			order = newest
+	for _, c := range newest {
+		p := podByID[c.GetPodSandboxId()]
+		if p == nil || c.GetState() != api.ContainerState_CONTAINER_STOPPED || !podapi.IsSidecar(p.GetAnnotations(), c.GetName()) ||
+			seen[keyOf(p, c)] {
+			continue
 		}
-		for _, c := range order {
-			p := podByID[c.GetPodSandboxId()]
-			stopped := c.GetState() == api.ContainerState_CONTAINER_STOPPED
-			if p == nil || stopped != kept || kept && !podapi.IsSidecar(p.GetAnnotations(), c.GetName()) {
-				continue
-			}
-			lc := liveCtr{key: keyOf(p, c), pod: p, ctr: c, kept: kept}
-			if seen[lc.key] {
-				if !kept {
-					a.log.Warn("two live instances of one container; using the first", "pod", podName(p), "container", c.GetName(),
-						"id", c.GetId())
-				}
-				continue
-			}
-			seen[lc.key] = true
-			if text := c.GetLinux().GetResources().GetCpu().GetCpus(); text != "" {
-				cpus, err := topology.ParseCPUList(text)
-				lc.cpus, lc.set = cpus, err == nil
-			}
-			live = append(live, lc)
-		}
+		seen[keyOf(p, c)] = true
+		live = append(live, newLiveCtr(p, c, true))
 	}
 	return live
+}
+
+// newLiveCtr is container c of pod p with the cpuset the runtime reports.
+func newLiveCtr(p *api.PodSandbox, c *api.Container, kept bool) liveCtr {
+	lc := liveCtr{key: keyOf(p, c), pod: p, ctr: c, kept: kept}
+	if text := c.GetLinux().GetResources().GetCpu().GetCpus(); text != "" {
+		cpus, err := topology.ParseCPUList(text)
+		lc.cpus, lc.set = cpus, err == nil
+	}
+	return lc
 }
 
 // runsAsRecorded reports whether a recorded allocation fits the node and the container runs
