@@ -119,12 +119,11 @@ func (a *Plugin) allocate(c plan.Container, id, sandbox string) (plan.Decision, 
 	}
 	a.record(id, sandbox, d.Allocation, !d.Existing)
 	undo := func() {
-		a.release(id)
-		a.mu.Lock()
-		if _, taken := a.hold.holderOf(c.Key()); !taken {
-			keepPrev()
-		}
-		a.mu.Unlock()
+		a.releaseAnd(id, func() {
+			if _, taken := a.hold.holderOf(c.Key()); !taken {
+				keepPrev()
+			}
+		})
 	}
 	return d, undo, nil
 }
@@ -268,13 +267,19 @@ func (a *Plugin) Shutdown(context.Context) {
 }
 
 // release frees what container instance id holds, if anything.
-func (a *Plugin) release(id string) {
+func (a *Plugin) release(id string) { a.releaseAnd(id, nil) }
+
+// releaseAnd is release, then after (if not nil) under the same lock.
+func (a *Plugin) releaseAnd(id string, after func()) {
 	a.mu.Lock()
 	k, ok := a.hold.key(id)
 	var al allocation.Allocation
 	if ok {
 		al, _ = a.state.Get(k)
 		a.releaseLocked(k)
+	}
+	if after != nil {
+		after()
 	}
 	a.mu.Unlock()
 	a.retryIfDue()
