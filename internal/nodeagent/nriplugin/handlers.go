@@ -100,7 +100,7 @@ func (a *Plugin) allocate(c plan.Container, id, sandbox string) (plan.Decision, 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	old, ok := a.hold.holderOf(c.Key())
-	kept := ok && old.id != id && old.kept
+	kept := old.kept && old.id != id // old is the zero holder when !ok
 	var prev allocation.Allocation
 	if ok && old.id != id {
 		prev, _ = a.state.Get(c.Key())
@@ -112,7 +112,13 @@ func (a *Plugin) allocate(c plan.Container, id, sandbox string) (plan.Decision, 
 			a.hold.keep(old.id)
 		}
 	}
-	d, err := a.again(c, prev, kept)
+	var d plan.Decision
+	var err error
+	if kept {
+		d, err = a.again(c, prev)
+	} else {
+		d, err = a.node.Load().Allocate(a.state, c)
+	}
 	if err != nil {
 		keepPrev()
 		return d, nil, err
@@ -128,12 +134,12 @@ func (a *Plugin) allocate(c plan.Container, id, sandbox string) (plan.Decision, 
 	return d, undo, nil
 }
 
-// again plans c; for a sidecar's new instance (kept) it tries prev's exclusive CPUs first,
-// which it gets when its request still asks for them (no exact CPUs of its own, as many of
-// the same pools). The caller holds mu.
-func (a *Plugin) again(c plan.Container, prev allocation.Allocation, kept bool) (plan.Decision, error) {
+// again plans c, a sidecar's new instance: on the exclusive CPUs prev, its kept allocation,
+// held, when its request still asks for them (no exact CPUs of its own, as many of the same
+// pools), else anew. The caller holds mu.
+func (a *Plugin) again(c plan.Container, prev allocation.Allocation) (plan.Decision, error) {
 	node := a.node.Load()
-	if kept && prev.Type == allocation.TypeExclusive && c.ExclusiveCPUs.IsEmpty() {
+	if prev.Type == allocation.TypeExclusive && c.ExclusiveCPUs.IsEmpty() {
 		same := c
 		same.ExclusiveCPUs = prev.CPUs
 		if d, err := node.Allocate(a.state, same); err == nil {

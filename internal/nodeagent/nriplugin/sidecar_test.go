@@ -96,3 +96,20 @@ func TestSidecarRestartRefusedKeepsItsCPUs(t *testing.T) {
 		want{cpus: "5,13", mems: "1", exclusive: "5,13"})
 	check(t, rt.mustCreate(pod, "proxy", nil), want{cpus: "4,12", mems: "1", exclusive: "4,12"})
 }
+
+// TestSidecarRestartKeepsCPUsTheAllocatorWouldNotPick: a sidecar placed on CPUs 5,13 (4,12
+// were taken then) runs on 5,13 again after a restart, though 4,12 are free by now and the
+// allocator would pick them for a new container.
+func TestSidecarRestartKeepsCPUsTheAllocatorWouldNotPick(t *testing.T) {
+	rt, _ := setup(t, nriplugin.Options{})
+	first := rt.runPod("first", poolReq(`{"app": {"exclusive_b": 2}}`))
+	check(t, rt.mustCreate(first, "app", nil), want{cpus: "4,12", mems: "1", exclusive: "4,12"})
+	ann := poolReq(`{"proxy": {"exclusive_b": 2}}`)
+	ann[podapi.AnnotationSidecars] = "proxy"
+	pod := rt.runPod("p", ann)
+	proxy := rt.mustCreate(pod, "proxy", nil)
+	check(t, proxy, want{cpus: "5,13", mems: "1", exclusive: "5,13"})
+	rt.removePod(first)
+	rt.stopCtr(proxy.ctr)
+	check(t, rt.mustCreate(pod, "proxy", nil), want{cpus: "5,13", mems: "1", exclusive: "5,13"})
+}
