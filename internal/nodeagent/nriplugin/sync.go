@@ -203,8 +203,8 @@ func (a *Plugin) liveContainers(pods []*api.PodSandbox, ctrs []*api.Container) [
 		return cmp.Or(cmp.Compare(y.GetCreatedAt(), x.GetCreatedAt()), strings.Compare(y.GetId(), x.GetId()))
 	})
 	for _, c := range newest {
-		p := podByID[c.GetPodSandboxId()]
-		if p == nil || c.GetState() != api.ContainerState_CONTAINER_STOPPED || !podapi.IsSidecar(p.GetAnnotations(), c.GetName()) ||
+		p := podByID[c.GetPodSandboxId()] // nil for a gone pod: its annotations name no sidecar
+		if c.GetState() != api.ContainerState_CONTAINER_STOPPED || !podapi.IsSidecar(p.GetAnnotations(), c.GetName()) ||
 			seen[keyOf(p, c)] {
 			continue
 		}
