@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/cpuset"
 
-	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/quantity"
@@ -30,7 +29,53 @@ const (
 	// resource does: whole CPUs for an exclusive pool, millicpu for the shared pool. An amount
 	// is a JSON number or a string holding a Kubernetes quantity ("2", "500").
 	AnnotationCPUPools = "podfence.io/cpu-pools"
+	// AnnotationSidecars is a pod annotation written by the admission webhook: the names of
+	// the pod's native sidecars (init containers with restartPolicy Always), comma-separated
+	// in spec order. A sidecar runs for the pod's whole life: the agent keeps what it holds
+	// when it exits, for its restart, and gives it to no other container.
+	AnnotationSidecars = "podfence.io/sidecars"
 )
+
+// Request is what one container asks of the pools: pool name → amount. Exclusive pools count
+// whole CPUs; the shared pool counts millicpu as a whole number (500 = half a CPU), as
+// CPU-Pooler's one-device-per-millicpu resource does. An empty Request means the default pool.
+type Request map[string]resource.Quantity
+
+// Pools returns the requested pool names, sorted.
+func (r Request) Pools() []string {
+	names := make([]string, 0, len(r))
+	for n := range r {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// String is "exclusive_a=2,shared_b=500".
+func (r Request) String() string {
+	s := ""
+	for i, n := range r.Pools() {
+		if i > 0 {
+			s += ","
+		}
+		q := r[n]
+		s += n + "=" + q.String()
+	}
+	return s
+}
+
+// Sidecars reads a podfence.io/sidecars value: the sidecars' names.
+func Sidecars(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// IsSidecar says whether a pod's annotations name container a native sidecar.
+func IsSidecar(annotations map[string]string, container string) bool {
+	return slices.Contains(Sidecars(annotations[AnnotationSidecars]), container)
+}
 
 // maxAmount bounds an amount: a million CPUs, a billion millicpu, beyond any node's pools.
 // Larger values (which may overflow int64) are refused as written.
@@ -89,11 +134,11 @@ func ParseExclusiveCPUs(v string) (cpuset.CPUSet, error) {
 //
 // Entries are checked in container name order, so the error names the same broken entry
 // every time: the first one.
-func ParseCPUPools(v string) (map[string]plan.Request, error) { return ParseCPUPoolsFor(v, "") }
+func ParseCPUPools(v string) (map[string]Request, error) { return ParseCPUPoolsFor(v, "") }
 
 // ParseCPUPoolsFor is ParseCPUPools for the container named first: its own entry is checked
 // before the others, so when it is broken the error names it.
-func ParseCPUPoolsFor(v, first string) (map[string]plan.Request, error) {
+func ParseCPUPoolsFor(v, first string) (map[string]Request, error) {
 	out, err := parseCPUPools(v, first)
 	if err != nil {
 		return nil, &AnnotationError{Key: AnnotationCPUPools, Value: v, Err: fmt.Errorf("%w: %s", err, wantCPUPools)}
@@ -101,7 +146,7 @@ func ParseCPUPoolsFor(v, first string) (map[string]plan.Request, error) {
 	return out, nil
 }
 
-func parseCPUPools(v, first string) (map[string]plan.Request, error) {
+func parseCPUPools(v, first string) (map[string]Request, error) {
 	if len(v) > maxAnnotationLen {
 		return nil, fmt.Errorf("value is %d bytes, over the limit of %d", len(v), maxAnnotationLen)
 	}
@@ -120,13 +165,13 @@ func parseCPUPools(v, first string) (map[string]plan.Request, error) {
 	if i := slices.Index(names, first); i > 0 {
 		names = append(append([]string{first}, names[:i]...), names[i+1:]...)
 	}
-	out := make(map[string]plan.Request, len(raw))
+	out := make(map[string]Request, len(raw))
 	for _, ctr := range names {
 		byPool := raw[ctr]
 		if ctr == "" {
 			return nil, errors.New("empty container name")
 		}
-		req := plan.Request{}
+		req := Request{}
 		for _, key := range slices.Sorted(maps.Keys(byPool)) {
 			amount := byPool[key]
 			pool, err := poolName(key)

@@ -17,6 +17,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/internal/dra/grant"
 	"github.com/podfence/podfence/internal/manifest"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 )
@@ -26,6 +27,7 @@ type planFlags struct {
 	pools      string
 	labels     []string
 	checkpoint string
+	draState   string
 	output     string
 	cfsQuotas  plan.CFSQuotas
 }
@@ -54,6 +56,8 @@ and sample pods, one of which does not fit.`,
 	cmd.Flags().StringVar(&f.pools, "pools", "", "pool config: a poolconfig-*.yaml file or a directory of them (default: the example's)")
 	cmd.Flags().StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against nodeSelector (repeatable)")
 	cmd.Flags().StringVar(&f.checkpoint, "checkpoint", "", "start from the allocations recorded in this agent checkpoint directory")
+	cmd.Flags().StringVar(&f.draState, "dra-state-dir", "", "plan DRA claims with the grants the DRA driver (podfence-dra) "+
+		"prepared in this directory (a node's --dra-state-dir): a container gets what the grants of its pod's claims give")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().Var(&f.cfsQuotas, "cfs-quotas", cfsQuotasHelp)
 	return cmd
@@ -103,7 +107,11 @@ func runPlan(out io.Writer, f planFlags, args []string) error {
 			return err
 		}
 	}
-	rep := node.PlanPods(st, pods)
+	grants, err := readGrants(f.draState)
+	if err != nil {
+		return err
+	}
+	rep := node.PlanPods(st, pods, grants...)
 	if f.output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -139,6 +147,19 @@ func restoreCheckpoint(dir string, node *plan.Node, st *plan.Ledger) error {
 		return errors.Join(errs...)
 	}
 	return st.Restore(allocs)
+}
+
+// readGrants lists the DRA grants in dir ("" for none); a grant that does not read stops the
+// plan (the agent would refuse its containers).
+func readGrants(dir string) ([]grant.Grant, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("flag --dra-state-dir: %w", err)
+	}
+	grants, errs := grant.Store{Dir: dir}.List()
+	return grants, errors.Join(errs...)
 }
 
 func loadTopology(v string) (*topology.Topology, error) {

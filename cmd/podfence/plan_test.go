@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/dra/grant"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 )
 
@@ -189,5 +190,60 @@ func TestPlanHostIsolation(t *testing.T) {
 	}
 	if h := got.HostIsolation; h.NoHZFull != "3" || h.ManagedIRQ != "3" || h.Domain != "" {
 		t.Errorf("hostIsolation = %+v, want nohz_full and managed_irq 3, no domain", h)
+	}
+}
+
+// TestPlanDRAClaims: with --dra-state-dir, a container gets the CPUs the grant of its pod's
+// claim gives (the claim named directly, or made from a template as the pod's status says), as
+// the agent gives them; a claim without a grant is another driver's and changes nothing.
+func TestPlanDRAClaims(t *testing.T) {
+	dir := t.TempDir()
+	pools := filepath.Join(dir, "poolconfig-a.yaml")
+	os.WriteFile(pools, []byte("pools:\n  exclusive_d: {cpus: \"1-3\", hyperThreadingPolicy: multiThreaded, requestAPI: dra}\n"), 0o644)
+	pods := filepath.Join(dir, "pods.yaml")
+	os.WriteFile(pods, []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ns, uid: pod-1}
+spec:
+  resourceClaims:
+  - {name: cpus, resourceClaimName: c-direct}
+  - {name: gpu, resourceClaimName: some-gpu}
+  containers:
+  - {name: a, resources: {claims: [{name: cpus}, {name: gpu}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: q, namespace: ns, uid: pod-2}
+spec:
+  resourceClaims:
+  - {name: cpus, resourceClaimTemplateName: two-cpus}
+  containers:
+  - {name: b, resources: {claims: [{name: cpus}]}}
+status:
+  resourceClaimStatuses:
+  - {name: cpus, resourceClaimName: q-cpus-x7}
+`), 0o644)
+	store := grant.Store{Dir: filepath.Join(dir, "claims")}
+	for _, g := range []grant.Grant{
+		{ClaimUID: "u1", Namespace: "ns", Name: "c-direct", PodUIDs: []string{"pod-1"}, Exclusive: map[string]cpuset.CPUSet{"exclusive_d": cpuset.New(3)}},
+		{ClaimUID: "u2", Namespace: "ns", Name: "q-cpus-x7", PodUIDs: []string{"pod-2"}, Exclusive: map[string]cpuset.CPUSet{"exclusive_d": cpuset.New(1, 2)}},
+	} {
+		if err := store.Put(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if err := runPlan(&out, planFlags{topology: "sockets=1,cores=4", pools: pools, draState: store.Dir, output: "text"},
+		[]string{pods}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"EXCLUSIVE_CPUS=3 ", "EXCLUSIVE_CPUS=1,2 "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+	err := runPlan(&out, planFlags{output: "text", draState: filepath.Join(dir, "none")}, nil)
+	if err == nil || !strings.Contains(err.Error(), "flag --dra-state-dir: stat") {
+		t.Errorf("err %v, want the missing directory named", err)
 	}
 }

@@ -9,6 +9,9 @@
 //     containers') pool resources <domain>/<pool> (domain podfence.io or nokia.k8s.io).
 //     Amounts count devices: whole CPUs for an exclusive pool, millicpu for the shared pool.
 //     The annotation is removed when no container asks for a pool.
+//   - podfence.io/sidecars: the pod's native sidecars (init containers with restartPolicy
+//     Always), comma-separated in spec order, when a container asks for a pool or uses a DRA
+//     claim (sidecars.go): the agent keeps what a sidecar holds when it exits, for its restart.
 //   - epc-limit.nri.io/container.<name>: the decimal byte count of the container's
 //     sgx.intel.com/epc limit (package epc reads it on the node).
 //   - the core-scheduling labels podfence.io/core-sched-group and -policy from the first
@@ -17,8 +20,8 @@
 // Applying the patch and mutating again gives no patch, so reinvocation is harmless.
 //
 // Validate refuses a pod whose pool or EPC resources break the rules (see poolRequests and
-// epcLimits), whose annotations do not match its resources or cannot be read by the agent,
-// whose process pinning annotation (podfence.io/cpus, nokia.k8s.io/cpus) fails the agent's
+// epcLimits), whose annotations do not match its resources and sidecars or cannot be read by
+// the agent, whose process pinning annotation (podfence.io/cpus, nokia.k8s.io/cpus) fails the agent's
 // own check (pinning.Spec.Check: unknown containers, pools the container does not request,
 // more CPUs than it requests; refused in the agent's words), or whose core-scheduling
 // labels are invalid.

@@ -97,14 +97,19 @@ func ctr(name string, res ...string) corev1.Container {
 }
 
 // testPod builds a pod in namespace ns; kv pairs are "annotation:key=value",
-// "label:key=value", or "init" to make the next containers init containers.
+// "label:key=value", "init" to make the next containers init containers, or "sidecar" to
+// make them native sidecars (init containers with restartPolicy Always).
 func testPod(ns string, items ...any) *corev1.Pod {
 	p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}}
-	init := false
+	init, sidecar := false, false
 	for _, it := range items {
 		switch v := it.(type) {
 		case corev1.Container:
+			if sidecar {
+				always := corev1.ContainerRestartPolicyAlways
+				v.RestartPolicy = &always
+			}
 			if init {
 				p.Spec.InitContainers = append(p.Spec.InitContainers, v)
 			} else {
@@ -115,7 +120,9 @@ func testPod(ns string, items ...any) *corev1.Pod {
 			k, val, _ := strings.Cut(kv, "=")
 			switch kind {
 			case "init":
-				init = true
+				init, sidecar = true, false
+			case "sidecar":
+				init, sidecar = true, true
 			case "annotation":
 				if p.Annotations == nil {
 					p.Annotations = map[string]string{}

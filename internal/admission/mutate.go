@@ -43,6 +43,7 @@ func Mutate(pod *corev1.Pod, cfg *Config) ([]Op, []string, error) {
 		warnings = append(warnings, fmt.Sprintf("podfence removed annotation %s=%s: no container asks for a pool resource",
 			podapi.AnnotationCPUPools, cur))
 	}
+	remove, warnings = sidecarsOps(pod, reqs, set, remove, warnings)
 	for k, v := range epc {
 		set[k] = v
 		if cur, ok := pod.Annotations[k]; ok && cur != v {

@@ -31,6 +31,19 @@ func TestMutate(t *testing.T) {
 			pod: testPod("shop", "annotation:team=dp", ctr("app", "nokia.k8s.io/exclusive_rt=1", "req nokia.k8s.io/exclusive_rt=1"),
 				ctr("sidecar"), "init", ctr("setup", "nokia.k8s.io/shared_web=200")),
 			annotations: map[string]string{"team": "dp", pools1: `{"app":{"exclusive_rt":1},"setup":{"shared_web":200}}`}},
+		{name: "native sidecars named for the agent, in spec order",
+			pod: testPod("shop", ctr("app", "podfence.io/exclusive_dp=2"), "sidecar", ctr("proxy", "podfence.io/exclusive_dp=2"),
+				"init", ctr("setup"), "sidecar", ctr("log")),
+			annotations: map[string]string{pools1: `{"app":{"exclusive_dp":2},"proxy":{"exclusive_dp":2}}`,
+				"podfence.io/sidecars": "proxy,log"}},
+		{name: "a native sidecar of a pod with a DRA claim", pod: withClaim(testPod("enclave", ctr("app", "sgx.intel.com/epc=1Ki"),
+			"sidecar", ctr("proxy"))),
+			annotations: map[string]string{"epc-limit.nri.io/container.app": "1024", "podfence.io/sidecars": "proxy"}},
+		{name: "a sidecars annotation without sidecars is removed",
+			pod:         testPod("shop", "annotation:podfence.io/sidecars=app", ctr("app", "podfence.io/exclusive_dp=2")),
+			annotations: map[string]string{pools1: `{"app":{"exclusive_dp":2}}`},
+			warnings: []string{`podfence removed annotation podfence.io/sidecars=app: the pod has no native sidecar (init container with ` +
+				`restartPolicy Always)`}},
 		{name: "quantity spellings: 1k millicpu, 2000m CPUs",
 			pod:         testPod("shop", ctr("app", "podfence.io/shared_caas=1k"), ctr("b", "podfence.io/exclusive_dp=2000m")),
 			annotations: map[string]string{pools1: `{"app":{"shared_caas":1000},"b":{"exclusive_dp":2}}`}},
@@ -110,6 +123,15 @@ func TestMutate(t *testing.T) {
 		})
 	}
 }
+
+// withClaim makes pod's first container use a DRA claim.
+func withClaim(pod *corev1.Pod) *corev1.Pod {
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "cpus", ResourceClaimTemplateName: ptr("cpus")}}
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "cpus"}}
+	return pod
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // TestPatchOps checks the exact patch: per-key ops with "/" escaped as "~1" and "~" as "~0"
 // when the map exists, the whole map when it does not, and sorted keys.

@@ -109,6 +109,17 @@ func TestRefusals(t *testing.T) {
 			"annotation:"+pools1+`={"app": {"exclusive_dp": "2"}}`, ctr("app", "podfence.io/exclusive_dp=2")),
 			msg: `annotation podfence.io/cpu-pools="{\"app\": {\"exclusive_dp\": \"2\"}}" differs from the pool resources, which call ` +
 				`for {"app":{"exclusive_dp":2}}: ` + mutated},
+		// The sidecars annotation.
+		{name: "sidecars missing", mutateOK: true, pod: testPod("s", "annotation:"+pools1+`={"app":{"exclusive_dp":2}}`,
+			ctr("app", "podfence.io/exclusive_dp=2"), "sidecar", ctr("proxy")),
+			msg: `annotation podfence.io/sidecars is missing; the init containers call for "proxy": ` + mutated},
+		{name: "sidecars differs", mutateOK: true, pod: testPod("s", "annotation:"+pools1+`={"app":{"exclusive_dp":2}}`,
+			"annotation:podfence.io/sidecars=app", ctr("app", "podfence.io/exclusive_dp=2"), "sidecar", ctr("proxy")),
+			msg: `annotation podfence.io/sidecars="app" differs from the init containers, which call for "proxy": ` + mutated},
+		{name: "sidecars without a sidecar", mutateOK: true, pod: testPod("s", "annotation:"+pools1+`={"app":{"exclusive_dp":2}}`,
+			"annotation:podfence.io/sidecars=app", ctr("app", "podfence.io/exclusive_dp=2")),
+			msg: `annotation podfence.io/sidecars="app" is set, but the pod has no native sidecar (init container with restartPolicy ` +
+				`Always): ` + mutated},
 		// EPC annotations.
 		{name: "EPC annotation missing", mutateOK: true, pod: testPod("s", ctr("app", "sgx.intel.com/epc=1Ki")),
 			msg: `annotation epc-limit.nri.io/container.app is missing, but container "app" has sgx.intel.com/epc=1024: ` + mutated},

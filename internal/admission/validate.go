@@ -24,7 +24,7 @@ func Validate(pod *corev1.Pod, cfg *Config) error {
 	reqs, err := poolRequests(pod, cfg)
 	errs := []error{err}
 	if err == nil {
-		errs = append(errs, checkCPUPools(pod.Annotations, reqs))
+		errs = append(errs, checkCPUPools(pod.Annotations, reqs), checkSidecars(pod, reqs))
 		errs = append(errs, checkPinning(pod.Annotations, reqs)...)
 	}
 	epcWant, err := epcLimits(pod)

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/kube/nodeinfo"
@@ -70,12 +71,13 @@ func labelPolicy(l map[string]string) string {
 	return l[coresched.KoordLabelPolicy]
 }
 
+// milliCPU is the pod's CPU request as the scheduler and the kubelet count it: its app
+// containers with its native sidecars (init containers with restartPolicy Always, which run
+// beside them), or a plain init container with the sidecars declared before it, whichever is
+// more; pod-level requests and overhead included.
 func milliCPU(pod *corev1.Pod) int64 {
-	var m int64
-	for _, c := range pod.Spec.Containers {
-		m += c.Resources.Requests.Cpu().MilliValue()
-	}
-	return m
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	return reqs.Cpu().MilliValue()
 }
 
 // SetPod adds or updates a pod.

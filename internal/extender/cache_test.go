@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -124,5 +125,45 @@ func TestCacheGroupsByNamespace(t *testing.T) {
 			t.Errorf("pod %s/%s (group %s): %+v, want 1 group on the node, HasGroup %v", tc.pod.Namespace, tc.pod.Name, p.Group,
 				f, tc.hasGroup)
 		}
+	}
+}
+
+// TestPodForCountsInitContainersAndSidecars: a pod's CPU request is the kubelet's and the
+// scheduler's: its app containers and native sidecars (init containers with restartPolicy
+// Always, which run beside them) together, or a plain init container with the sidecars
+// declared before it, whichever is more.
+func TestPodForCountsInitContainersAndSidecars(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	cpu := func(name, milli string, sidecar bool) corev1.Container {
+		c := corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(milli)}}}
+		if sidecar {
+			c.RestartPolicy = &always
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name  string
+		init  []corev1.Container
+		apps  []corev1.Container
+		milli int64
+	}{
+		{name: "apps only", apps: []corev1.Container{cpu("a", "1", false), cpu("b", "500m", false)}, milli: 1500},
+		{name: "a plain init container larger than the apps", init: []corev1.Container{cpu("i", "3", false)},
+			apps: []corev1.Container{cpu("a", "1", false)}, milli: 3000},
+		{name: "a sidecar beside the apps", init: []corev1.Container{cpu("s", "1", true), cpu("i", "1", false)},
+			apps: []corev1.Container{cpu("a", "2", false)}, milli: 3000},
+		{name: "a plain init container after a sidecar", init: []corev1.Container{cpu("s", "1", true), cpu("i", "3", false)},
+			apps: []corev1.Container{cpu("a", "2", false)}, milli: 4000},
+		{name: "a plain init container before a sidecar", init: []corev1.Container{cpu("i", "3", false), cpu("s", "1", true)},
+			apps: []corev1.Container{cpu("a", "1", false)}, milli: 3000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: tc.init, Containers: tc.apps}}
+			p, err := PodFor(coresched.ByNamespace, pod)
+			if err != nil || p.MilliCPU != tc.milli {
+				t.Errorf("MilliCPU %d, err %v; want %d", p.MilliCPU, err, tc.milli)
+			}
+		})
 	}
 }

@@ -33,7 +33,7 @@ const (
 type Pod struct {
 	Group     coresched.Group
 	Exclusive bool  // policy exclusive: the pod wants whole cores of its own
-	MilliCPU  int64 // CPU requests of its containers
+	MilliCPU  int64 // its CPU request, as the scheduler counts it (init containers and sidecars too)
 }
 
 // Facts is what scoring needs of a node.

@@ -2,11 +2,9 @@ package nodeagent
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/pinning"
@@ -27,24 +25,14 @@ var _ nriplugin.ContainerCreator = Starter{}
 func (Starter) Name() string { return "process-starter" }
 
 // CreateContainer returns the mount, args and environment that start ctr through `podfence
-// start`. The processes are checked against the decided pools first (pinning.Check, as the
-// webhook checks them against the requests), so a container whose annotation names
-// another pool or asks for more CPUs than it got is refused at creation, with the numbers.
+// start`. The planner has checked the processes against the decided pools already
+// (plan.Container.Processes): a container whose annotation names another pool or asks for
+// more CPUs than it got never gets here.
 func (s Starter) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container,
-	d plan.Decision) (*api.ContainerAdjustment, error) {
-	spec, ok, err := pinning.FromAnnotations(pod.GetAnnotations())
-	if !ok {
-		spec, ok, err = pinning.FromAnnotations(ctr.GetAnnotations())
-	}
-	if err != nil || !ok {
+	_ plan.Decision) (*api.ContainerAdjustment, error) {
+	procs, named, err := plan.PinningOf(ctr.GetName(), pod.GetAnnotations(), ctr.GetAnnotations())
+	if err != nil || !named {
 		return nil, err
-	}
-	procs, ok := spec.For(ctr.GetName())
-	if !ok {
-		return nil, nil
-	}
-	if err := pinning.Check(procs, decidedPools(d)); err != nil {
-		return nil, fmt.Errorf("process pinning: %w", err)
 	}
 	w, err := pinning.Wrap(s.Binary, ctr.GetName(), ctr.GetArgs(), procs)
 	if err != nil {
@@ -57,16 +45,4 @@ func (s Starter) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		adj.AddEnv(e.Name, e.Value)
 	}
 	return adj, nil
-}
-
-// decidedPools is what d gives the container, as pinning.Check takes it.
-func decidedPools(d plan.Decision) pinning.Pools {
-	a, p := d.Allocation, pinning.Pools{}
-	if a.Type == allocation.TypeExclusive {
-		p.Exclusive, p.MoreExclusive, p.CPUs = a.Pool, a.ExtraPools, a.CPUs.Size()
-	}
-	if a.MilliCPU > 0 && !d.Shared.IsEmpty() {
-		p.Shared, p.MilliCPU = a.SharedPool, int(a.MilliCPU)
-	}
-	return p
 }

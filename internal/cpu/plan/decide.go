@@ -12,6 +12,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/allocate"
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
+	"github.com/podfence/podfence/internal/pinning"
 )
 
 // Environment variables that tell the application its CPUs, as CPU-Pooler sets them.
@@ -39,9 +40,33 @@ type Container struct {
 	// given once checked to be free CPUs of the requested exclusive pools. An exclusive pool
 	// none of them is in gets the allocator's choice.
 	ExclusiveCPUs cpuset.CPUSet
-	// Pinned says the process pinning annotation names the container (it then gets
-	// CONTAINER_NAME, as CPU-Pooler's webhook gives it).
-	Pinned bool
+	// Pinned says the process pinning annotation names the container, and Processes are its
+	// entry there (PinningOf its pod's annotations). It gets CONTAINER_NAME, as CPU-Pooler's
+	// webhook gives it, and is refused when the processes do not fit what it gets
+	// (pinning.Check), as the process starter could not run them.
+	Pinned    bool
+	Processes []pinning.Process
+}
+
+// PinningOf reads the process pinning annotation (podfence.io/cpus, else CPU-Pooler's
+// nokia.k8s.io/cpus) in the first of the annotation maps that has one (a pod's, then a
+// container's where the runtime copied the pod's there): the processes of container, and
+// whether it names the container. An annotation that does not parse is an error: the starter
+// could not run the pod's pinned processes. The agent, its starter and `podfence plan` all
+// read it here.
+func PinningOf(container string, annotations ...map[string]string) ([]pinning.Process, bool, error) {
+	for _, m := range annotations {
+		spec, ok, err := pinning.FromAnnotations(m)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		procs, named := spec.For(container)
+		return procs, named, nil
+	}
+	return nil, false, nil
 }
 
 // Key is the container's state key.
@@ -53,7 +78,7 @@ func (c Container) podName() string { return c.Namespace + "/" + c.Pod }
 // allocation gets the decision it had (Existing), so a running container's CPUs never move.
 func (n *Node) Plan(s *Ledger, c Container) (Decision, error) {
 	if a, ok := s.Get(c.Key()); ok {
-		d := n.decide(a)
+		d := n.decideFor(c, a)
 		d.Existing = true
 		return d, nil
 	}
@@ -65,11 +90,31 @@ func (n *Node) Plan(s *Ledger, c Container) (Decision, error) {
 		}
 		return Decision{}, err
 	}
+	d := n.decideFor(c, a)
+	if c.Pinned {
+		if err := pinning.Check(c.Processes, pinningPools(a)); err != nil {
+			return Decision{}, &Refusal{Pod: c.podName(), Container: c.Name, Code: CodeProcessPinning, Reason: "process pinning: " + err.Error()}
+		}
+	}
+	return d, nil
+}
+
+// pinningPools is what a gives the container, as pinning.Check takes it.
+func pinningPools(a allocation.Allocation) pinning.Pools {
+	p := pinning.Pools{Shared: a.SharedPool, MilliCPU: int(a.MilliCPU)}
+	if a.Type == allocation.TypeExclusive {
+		p.Exclusive, p.MoreExclusive, p.CPUs = a.Pool, a.ExtraPools, a.CPUs.Size()
+	}
+	return p
+}
+
+// decideFor is decide for container c: a pinned one gets CONTAINER_NAME whatever its pool.
+func (n *Node) decideFor(c Container, a allocation.Allocation) Decision {
 	d := n.decide(a)
 	if c.Pinned && d.EnvValue(EnvContainerName) == "" {
 		d.Env = append(d.Env, EnvVar{Name: EnvContainerName, Value: c.Name})
 	}
-	return d, nil
+	return d
 }
 
 // Allocate plans and, on success, records the allocation in s.

@@ -196,6 +196,7 @@ const (
 	CodeNotEnoughIsolatedCPUs = "NotEnoughIsolatedCPUs"
 	// CodeCPUsNotIsolated: given CPUs of a pool with isolatedCPUs: require are not all isolated.
 	CodeCPUsNotIsolated = "CPUsNotIsolated"
+	CodeProcessPinning  = "ProcessPinning" // the pinning annotation's processes do not fit the container's CPUs
 )
 
 func (r *Refusal) Error() string {

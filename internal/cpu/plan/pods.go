@@ -10,14 +10,19 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
+	"github.com/podfence/podfence/internal/dra/grant"
 )
 
 // Placed is one planned container of a pod.
 type Placed struct {
-	Pod       string   `json:"pod"` // namespace/name
-	Container string   `json:"container"`
-	Init      bool     `json:"init,omitempty"`
-	Decision  Decision `json:"decision"`
+	Pod       string `json:"pod"` // namespace/name
+	Container string `json:"container"`
+	// Init is a plain init container: it ends before the next container starts, which may
+	// reuse what it held. Sidecar is an init container with restartPolicy Always (a native
+	// sidecar): it runs for the pod's whole life and holds its CPUs all along.
+	Init     bool     `json:"init,omitempty"`
+	Sidecar  bool     `json:"sidecar,omitempty"`
+	Decision Decision `json:"decision"`
 }
 
 // PoolUsage is how much of one pool the plan uses.
@@ -42,14 +47,24 @@ type Report struct {
 }
 
 // PlanPods plans pods in order, as a node admitting them one after another would. Init
-// containers are planned first and released when done, as they exit before the app
-// containers start. A pod with any refused container is refused whole: what its other
+// containers are planned first, in order. A plain one is released when done: it exits before
+// the next container starts, and the kubelet's CPU and device managers give what it held to
+// the containers that follow. A sidecar (restartPolicy Always) is never released: it runs
+// beside the containers that follow it. grants are what the DRA driver prepared on the node
+// (a grant store's List): a container gets what the grants of its claims give
+// (withPodClaims). A pod with any refused container is refused whole: what its other
 // containers took is released, so later pods see the node as if it never came.
-func (n *Node) PlanPods(s *Ledger, pods []*corev1.Pod) Report {
+func (n *Node) PlanPods(s *Ledger, pods []*corev1.Pod, grants ...grant.Grant) Report {
 	var rep Report
 	rep.Warnings = append(rep.Warnings, n.Warnings()...)
+	byName := map[string]grant.Grant{}
+	for _, g := range grants {
+		if _, dup := byName[g.Namespace+"/"+g.Name]; !dup {
+			byName[g.Namespace+"/"+g.Name] = g
+		}
+	}
 	for _, pod := range pods {
-		placed, refusal := n.planPod(s, pod)
+		placed, refusal := n.planPod(s, pod, byName)
 		if refusal != nil {
 			rep.Refusals = append(rep.Refusals, *refusal)
 			continue
@@ -60,7 +75,7 @@ func (n *Node) PlanPods(s *Ledger, pods []*corev1.Pod) Report {
 	return rep
 }
 
-func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
+func (n *Node) planPod(s *Ledger, pod *corev1.Pod, grants map[string]grant.Grant) ([]Placed, *Refusal) {
 	ns := pod.Namespace
 	if ns == "" {
 		ns = "default"
@@ -80,35 +95,65 @@ func (n *Node) planPod(s *Ledger, pod *corev1.Pod) ([]Placed, *Refusal) {
 	}
 	var placed []Placed
 	var taken []allocation.Key
-	place := func(c corev1.Container, init bool) *Refusal {
-		d, err := n.Allocate(s, Container{PodUID: uid, Namespace: ns, Pod: pod.Name, Name: c.Name, Request: reqs[c.Name]})
-		if err != nil {
-			var r *Refusal
-			if !errors.As(err, &r) {
-				r = &Refusal{Pod: name, Container: c.Name, Code: CodeInvalidRequest, Reason: err.Error()}
-			}
-			return r
+	place := func(c corev1.Container, init, sidecar bool) *Refusal {
+		ctr := Container{PodUID: uid, Namespace: ns, Pod: pod.Name, Name: c.Name, Request: reqs[c.Name]}
+		var err error
+		if ctr.Processes, ctr.Pinned, err = PinningOf(c.Name, pod.Annotations); err != nil {
+			return refusalOf(name, c.Name, err)
 		}
-		placed = append(placed, Placed{Pod: name, Container: c.Name, Init: init, Decision: d})
+		if ctr, err = n.withPodClaims(ctr, pod, c, grants); err != nil {
+			return refusalOf(name, c.Name, err)
+		}
+		d, err := n.Allocate(s, ctr)
+		if err != nil {
+			return refusalOf(name, c.Name, err)
+		}
+		placed = append(placed, Placed{Pod: name, Container: c.Name, Init: init, Sidecar: sidecar, Decision: d})
 		taken = append(taken, d.Allocation.Key())
 		return nil
 	}
-	for _, c := range pod.Spec.InitContainers {
-		if r := place(c, true); r != nil {
-			return nil, r
+	refused := func(r *Refusal) ([]Placed, *Refusal) {
+		for _, k := range taken {
+			s.Release(k)
 		}
-		s.Release(taken[len(taken)-1])
-		taken = taken[:len(taken)-1]
+		return nil, r
+	}
+	for _, c := range pod.Spec.InitContainers {
+		sidecar := IsSidecar(c)
+		if r := place(c, !sidecar, sidecar); r != nil {
+			return refused(r)
+		}
+		if !sidecar {
+			s.Release(taken[len(taken)-1])
+			taken = taken[:len(taken)-1]
+		}
 	}
 	for _, c := range pod.Spec.Containers {
-		if r := place(c, false); r != nil {
-			for _, k := range taken {
-				s.Release(k)
-			}
-			return nil, r
+		if r := place(c, false, false); r != nil {
+			return refused(r)
 		}
 	}
 	return placed, nil
+}
+
+// refusalOf is err as the refusal of container ctr of pod: a planner's refusal as it is, a
+// DRA claim's with CodeDRAClaim, any other with CodeInvalidRequest.
+func refusalOf(pod, ctr string, err error) *Refusal {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r
+	}
+	code := CodeInvalidRequest
+	var ce *ClaimError
+	if errors.As(err, &ce) {
+		code = CodeDRAClaim
+	}
+	return &Refusal{Pod: pod, Container: ctr, Code: code, Reason: err.Error()}
+}
+
+// IsSidecar says whether init container c is a native sidecar: restartPolicy Always.
+func IsSidecar(c corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
 // Usage summarises each pool: CPUs held, millicpu granted, containers placed.

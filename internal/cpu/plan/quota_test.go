@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/pinning"
 )
 
 // coresPools is testPools in CPU-Pooler's meaning: exclusive pools list physical cores.
@@ -204,5 +205,45 @@ func TestWriteTextUnused(t *testing.T) {
 	want := "(no pool)     -          8          unused: no container runs there (unpooledCPUs: default gives them to the default pool)\n"
 	if !strings.Contains(buf.String(), want) {
 		t.Errorf("text report:\n%s\nwant the line %q", buf.String(), want)
+	}
+}
+
+// TestPinningChecked: a pinned container's processes must fit what it gets, in the webhook's
+// words (pinning.Check): more CPUs than it got, or a pool that is not its own, refuse it;
+// processes that fit leave the decision as it is.
+func TestPinningChecked(t *testing.T) {
+	procs := func(pool string, cpus int) []pinning.Process {
+		return []pinning.Process{{Path: "/bin/dp", Pool: pool, CPUs: cpus}, {Pool: pool, CPUs: 1}}
+	}
+	for _, tc := range []struct {
+		name  string
+		procs []pinning.Process
+		want  string
+	}{
+		{name: "fits", procs: procs("exclusive_m", 1)},
+		{name: "more CPUs than given", procs: procs("exclusive_m", 2), want: `pod ns/pod-c container "c" refused (ProcessPinning): ` +
+			`process pinning: not enough CPUs: exclusive processes ask for 3 CPUs, the container has 2: lower their cpus in the ` +
+			`annotation or raise the container's exclusive pool request`},
+		{name: "another pool", procs: procs("exclusive_st", 1), want: `pod ns/pod-c container "c" refused (ProcessPinning): ` +
+			`process pinning: process 0 (/bin/dp): exclusive pool "exclusive_st" is not the container's: it asks for 2 CPUs of ` +
+			`exclusive pool "exclusive_m"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := testNode(t)
+			s := NewLedger(n)
+			c := ctr("c", req("exclusive_m", "2"))
+			c.Pinned, c.Processes = true, tc.procs
+			d, err := n.Allocate(s, c)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want == "" && d.EnvValue(EnvContainerName) != "c":
+				t.Errorf("env %v, want CONTAINER_NAME=c", d.Env)
+			case tc.want != "" && (err == nil || err.Error() != tc.want):
+				t.Errorf("err %v\nwant %s", err, tc.want)
+			case tc.want != "" && s.Len() != 0:
+				t.Errorf("a refused container holds %v", s.Allocations())
+			}
+		})
 	}
 }

@@ -2,42 +2,16 @@ package plan
 
 import (
 	"fmt"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
+	"github.com/podfence/podfence/podapi"
 )
 
-// Request is what one container asks of the pools: pool name → amount. Exclusive pools count
-// whole CPUs; the shared pool counts millicpu as a whole number (500 = half a CPU), as
-// CPU-Pooler's one-device-per-millicpu resource does. An empty Request means the default pool.
-type Request map[string]resource.Quantity
-
-// Pools returns the requested pool names, sorted.
-func (r Request) Pools() []string {
-	names := make([]string, 0, len(r))
-	for n := range r {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// String is "exclusive_a=2,shared_b=500".
-func (r Request) String() string {
-	s := ""
-	for i, n := range r.Pools() {
-		if i > 0 {
-			s += ","
-		}
-		q := r[n]
-		s += n + "=" + q.String()
-	}
-	return s
-}
+// Request is what one container asks of the pools (podapi.Request): pool name → amount.
+type Request = podapi.Request
 
 // ContainerRequests reads the pool requests of every container of a pod from its resources
 // (`<domain>/<pool>`, domain podfence.io or nokia.k8s.io). Init containers are included. A

@@ -25,8 +25,11 @@ func (n *Node) WriteText(w io.Writer, rep Report) error {
 	for _, p := range rep.Placed {
 		d := p.Decision
 		name := p.Container
-		if p.Init {
+		switch {
+		case p.Init:
 			name += " (init)"
+		case p.Sidecar:
+			name += " (sidecar)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Pod, name, poolLabel(d.Allocation),
 			d.CPUs, n.placement(d), d.Mems, quota(d), envText(d.Env))

@@ -64,6 +64,11 @@ func TestGetPreferredAllocation(t *testing.T) {
 			avail: without(allDP, "2", "3", "11"), size: 3, want: ids("12,4,5")},
 		{name: "must-include gets its sibling", resource: "exclusive_dp", avail: allDP, must: ids("4"), size: 2,
 			want: ids("12,4")},
+		// The kubelet's reuse: an app container's must-include devices are a plain init
+		// container's; a sidecar's are neither must-include nor available (still its own),
+		// so its CPU 12 is not taken beside must-include CPU 4, its sibling.
+		{name: "must-include's sibling a sidecar holds", resource: "exclusive_dp", avail: without(allDP, "4", "12"),
+			must: ids("4"), size: 2, want: ids("4,5")},
 		{name: "must-include keeps its NUMA node", resource: "exclusive_dp", avail: allDP, must: ids("4"), size: 4,
 			want: ids("12,13,4,5")},
 		{name: "must-include outside available", resource: "exclusive_dp", avail: ids("2,10"), must: ids("6"), size: 2,

@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 	"google.golang.org/protobuf/proto"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/cpuset"
 
-	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/dra/grant"
 	"github.com/podfence/podfence/internal/epc"
@@ -22,22 +18,7 @@ import (
 
 // ClaimError refuses a container for one of the DRA claims its environment names (the
 // marker grant.EnvName(UID) that the claim's CDI device sets).
-type ClaimError struct {
-	UID string // the claim's UID
-	Err error
-}
-
-func (e *ClaimError) Error() string { return fmt.Sprintf("DRA claim %s: %v", e.UID, e.Err) }
-func (e *ClaimError) Unwrap() error { return e.Err }
-
-// claims is what the DRA claims of one container give it, summed over the claims.
-type claims struct {
-	uids      []string
-	exclusive map[string]cpuset.CPUSet // by pool
-	shared    map[string]int64         // millicpu by pool
-	epcBytes  int64
-	from      map[string]string // pool → the claim that gave it first, for errors
-}
+type ClaimError = plan.ClaimError
 
 // requestWithClaims is requestOf plus the DRA claims the container's environment names
 // (claimsOf): their exclusive CPUs become exact CPUs of their pools, their shares shared-pool
@@ -50,10 +31,10 @@ func (a *Plugin) requestWithClaims(ctx context.Context, pod *api.PodSandbox, ctr
 		return c, pod, err
 	}
 	cl, err := a.claimsOf(pod, ctr)
-	if err != nil || len(cl.uids) == 0 {
+	if err != nil || len(cl.UIDs) == 0 {
 		return c, pod, err
 	}
-	if c, err = a.withClaims(c, cl); err != nil {
+	if c, err = a.node.Load().WithClaims(c, cl); err != nil {
 		return c, pod, err
 	}
 	view, err = epcView(pod, ctr.GetName(), cl)
@@ -61,14 +42,13 @@ func (a *Plugin) requestWithClaims(ctx context.Context, pod *api.PodSandbox, ctr
 }
 
 // claimsOf reads the grant of each claim ctr's environment names: a claim with no grant, or
-// not reserved for pod, refuses the container. Nothing else of a grant is trusted here: its
-// CPUs and shares go through the planner like any request (withClaims).
-func (a *Plugin) claimsOf(pod *api.PodSandbox, ctr *api.Container) (claims, error) {
+// not reserved for pod, refuses the container (plan.Claims.Add).
+func (a *Plugin) claimsOf(pod *api.PodSandbox, ctr *api.Container) (plan.Claims, error) {
+	var cl plan.Claims
 	uids, err := grant.ClaimsInEnv(ctr.GetEnv())
 	if err != nil || len(uids) == 0 {
-		return claims{}, err
+		return cl, err
 	}
-	cl := claims{uids: uids, exclusive: map[string]cpuset.CPUSet{}, shared: map[string]int64{}, from: map[string]string{}}
 	for _, uid := range uids {
 		if a.grants == nil {
 			return cl, &ClaimError{UID: uid, Err: fmt.Errorf("environment variable %s names it, but this agent reads no DRA "+
@@ -82,104 +62,29 @@ func (a *Plugin) claimsOf(pod *api.PodSandbox, ctr *api.Container) (claims, erro
 		if err != nil {
 			return cl, &ClaimError{UID: uid, Err: err}
 		}
-		if !g.UsedBy(pod.GetUid()) {
-			return cl, &ClaimError{UID: uid, Err: fmt.Errorf("claim %s/%s is reserved for pods %s, not for pod %s (%s)",
-				g.Namespace, g.Name, strings.Join(g.PodUIDs, ", "), podName(pod), pod.GetUid())}
-		}
-		if err := cl.add(g); err != nil {
-			return cl, &ClaimError{UID: uid, Err: err}
+		if err := cl.Add(g, pod.GetUid(), podName(pod)); err != nil {
+			return cl, err
 		}
 	}
 	return cl, nil
 }
 
-// add sums one grant into cl; two claims giving one CPU is an error.
-func (cl *claims) add(g grant.Grant) error {
-	for _, pool := range slices.Sorted(maps.Keys(g.Exclusive)) {
-		cpus, had := g.Exclusive[pool], cl.exclusive[pool]
-		if both := had.Intersection(cpus); !both.IsEmpty() {
-			return fmt.Errorf("exclusive pool %q: CPUs %s are also given by claim %s", pool, both, cl.from[pool])
-		}
-		cl.exclusive[pool] = had.Union(cpus)
-		cl.note(pool, g.ClaimUID)
-	}
-	for _, pool := range slices.Sorted(maps.Keys(g.Shared)) {
-		cl.shared[pool] += g.Shared[pool]
-		cl.note(pool, g.ClaimUID)
-	}
-	cl.epcBytes += g.EPCBytes
-	return nil
-}
-
-func (cl *claims) note(pool, uid string) {
-	if _, ok := cl.from[pool]; !ok {
-		cl.from[pool] = uid
-	}
-}
-
-// withClaims adds cl to c: each pool must be a pool of this node that pods request through
-// DRA (requestAPI: dra) and that c does not ask for otherwise; exclusive CPUs must be the
-// pool's. Whether they are free is the planner's call (a CPU another container holds is
-// refused there, whichever API gave it).
-func (a *Plugin) withClaims(c plan.Container, cl claims) (plan.Container, error) {
-	node := a.node.Load()
-	req := make(plan.Request, len(c.Request)+len(cl.exclusive)+len(cl.shared))
-	maps.Copy(req, c.Request)
-	check := func(pool string, typ allocation.PoolType) error {
-		p, ok := node.Pools.Pool(pool)
-		switch {
-		case !ok || p.Type != typ:
-			return fmt.Errorf("gives %s pool %q, which this node does not have", typ, pool)
-		case !p.ViaDRA():
-			return fmt.Errorf("gives pool %q, which this node's pool config does not offer through DRA (requestAPI: %s)", pool, p.API)
-		}
-		if _, asked := req[pool]; asked {
-			return fmt.Errorf("gives pool %q, which the container also asks for through its annotations or devices", pool)
-		}
-		return nil
-	}
-	for _, pool := range slices.Sorted(maps.Keys(cl.exclusive)) {
-		cpus := cl.exclusive[pool]
-		if err := check(pool, allocation.TypeExclusive); err != nil {
-			return c, &ClaimError{UID: cl.from[pool], Err: err}
-		}
-		p, _ := node.Pools.Pool(pool)
-		if out := cpus.Difference(p.CPUs.Union(node.Pools.Offline[pool])); !out.IsEmpty() {
-			return c, &ClaimError{UID: cl.from[pool], Err: fmt.Errorf("gives CPUs %s, which are not in exclusive pool %q (%s)",
-				out, pool, p.CPUs)}
-		}
-		req[pool] = *resource.NewQuantity(int64(node.Units(pool, cpus)), resource.DecimalSI)
-		c.ExclusiveCPUs = c.ExclusiveCPUs.Union(cpus)
-	}
-	for _, pool := range slices.Sorted(maps.Keys(cl.shared)) {
-		if err := check(pool, allocation.TypeShared); err != nil {
-			return c, &ClaimError{UID: cl.from[pool], Err: err}
-		}
-		req[pool] = *resource.NewQuantity(cl.shared[pool], resource.DecimalSI)
-	}
-	c.Request = req
-	return c, nil
-}
-
 // epcView returns pod as the extensions see it: with the claims' SGX EPC, if any, as the
 // container's limit annotation (what the admission webhook writes for an sgx.intel.com/epc
 // limit), which the EPC extension (package epc/enforce) applies as misc.max. A container
-// whose limit annotation is set already is refused: one limit, one source.
-func epcView(pod *api.PodSandbox, container string, cl claims) (*api.PodSandbox, error) {
-	if cl.epcBytes <= 0 {
+// whose limit annotation is set already is refused (plan.CheckClaimsEPC).
+func epcView(pod *api.PodSandbox, container string, cl plan.Claims) (*api.PodSandbox, error) {
+	if cl.EPCBytes <= 0 {
 		return pod, nil
 	}
-	key := epc.AnnotationContainerPrefix + container
-	if v, ok := pod.GetAnnotations()[key]; ok {
-		return pod, &ClaimError{UID: strings.Join(cl.uids, ","), Err: fmt.Errorf("gives SGX EPC %d bytes, but annotation %s=%q "+
-			"sets the container's limit too: ask for EPC through the claim or the resource sgx.intel.com/epc, not both",
-			cl.epcBytes, key, v)}
+	if err := plan.CheckClaimsEPC(pod.GetAnnotations(), container, cl); err != nil {
+		return pod, err
 	}
 	view := proto.Clone(pod).(*api.PodSandbox)
 	if view.Annotations == nil {
 		view.Annotations = map[string]string{}
 	}
-	view.Annotations[key] = strconv.FormatInt(cl.epcBytes, 10)
+	view.Annotations[epc.AnnotationContainerPrefix+container] = strconv.FormatInt(cl.EPCBytes, 10)
 	return view, nil
 }
 

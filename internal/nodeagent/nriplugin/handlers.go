@@ -12,6 +12,7 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/podapi"
 )
 
 // The NRI events the agent handles; the stub subscribes to exactly these.
@@ -70,7 +71,7 @@ func (a *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if err != nil {
 		return nil, nil, a.refused(pod, ctr, err)
 	}
-	d, err := a.allocate(c, ctr.GetId(), ctr.GetPodSandboxId())
+	d, undo, err := a.allocate(c, ctr.GetId(), ctr.GetPodSandboxId())
 	a.retryIfDue()
 	if err != nil {
 		return nil, nil, a.refused(pod, ctr, err)
@@ -78,7 +79,7 @@ func (a *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	committed := false
 	defer func() {
 		if !committed {
-			a.release(ctr.GetId())
+			undo()
 		}
 	}()
 	adj := adjustment(d)
@@ -92,19 +93,60 @@ func (a *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 
 // allocate records c's allocation for container instance id of pod sandbox sandbox. A
 // previous instance of the same container (same pod and name: a restart, perhaps in a
-// re-created sandbox) gives its allocation up first.
-func (a *Plugin) allocate(c plan.Container, id, sandbox string) (plan.Decision, error) {
+// re-created sandbox) gives its allocation up first. A sidecar's kept one (StopContainer)
+// goes to its new instance when the request still asks for it (again), and is kept still
+// when the new instance is refused, here or by undo (which releases what id got).
+func (a *Plugin) allocate(c plan.Container, id, sandbox string) (plan.Decision, func(), error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if old, ok := a.hold.holderOf(c.Key()); ok && old.id != id {
+	old, ok := a.hold.holderOf(c.Key())
+	kept := old.kept && old.id != id // old is the zero holder when !ok
+	var prev allocation.Allocation
+	if ok && old.id != id {
+		prev, _ = a.state.Get(c.Key())
 		a.releaseLocked(c.Key())
 	}
-	d, err := a.node.Load().Allocate(a.state, c)
+	keepPrev := func() {
+		if kept && a.state.Add(prev) == nil {
+			a.record(old.id, old.sandbox, prev, true)
+			a.hold.keep(old.id)
+		}
+	}
+	var d plan.Decision
+	var err error
+	if kept {
+		d, err = a.again(c, prev)
+	} else {
+		d, err = a.node.Load().Allocate(a.state, c)
+	}
 	if err != nil {
-		return d, err
+		keepPrev()
+		return d, nil, err
 	}
 	a.record(id, sandbox, d.Allocation, !d.Existing)
-	return d, nil
+	undo := func() {
+		a.releaseAnd(id, func() {
+			if _, taken := a.hold.holderOf(c.Key()); !taken {
+				keepPrev()
+			}
+		})
+	}
+	return d, undo, nil
+}
+
+// again plans c, a sidecar's new instance: on the exclusive CPUs prev, its kept allocation,
+// held, when its request still asks for them (no exact CPUs of its own, as many of the same
+// pools), else anew. The caller holds mu.
+func (a *Plugin) again(c plan.Container, prev allocation.Allocation) (plan.Decision, error) {
+	node := a.node.Load()
+	if prev.Type == allocation.TypeExclusive && c.ExclusiveCPUs.IsEmpty() {
+		same := c
+		same.ExclusiveCPUs = prev.CPUs
+		if d, err := node.Allocate(a.state, same); err == nil {
+			return d, nil
+		}
+	}
+	return node.Allocate(a.state, c)
 }
 
 // UpdateContainer answers a resource update that would change podfence's cpuset, memory
@@ -141,10 +183,23 @@ func (a *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 }
 
 // StopContainer releases the container's CPUs: a stopped container never runs again (the
-// kubelet creates a new instance).
+// kubelet creates a new instance). The runtime tells it when a container exits too, so a
+// plain init container's CPUs go to the containers that follow it. A native sidecar
+// (podfence.io/sidecars) runs for the pod's whole life: what it holds is kept for its next
+// instance, and no other container gets it (the pod's removal, or that of this instance,
+// frees it).
 func (a *Plugin) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("StopContainer", &err)
-	a.release(ctr.GetId())
+	if podapi.IsSidecar(pod.GetAnnotations(), ctr.GetName()) {
+		a.mu.Lock()
+		kept := a.hold.keep(ctr.GetId())
+		a.mu.Unlock()
+		if kept {
+			a.log.Info("kept for the sidecar's restart", "pod", podName(pod), "container", ctr.GetName())
+		}
+	} else {
+		a.release(ctr.GetId())
+	}
 	a.removed(ctx, "StopContainer", pod, ctr)
 	return nil, nil
 }
@@ -218,13 +273,19 @@ func (a *Plugin) Shutdown(context.Context) {
 }
 
 // release frees what container instance id holds, if anything.
-func (a *Plugin) release(id string) {
+func (a *Plugin) release(id string) { a.releaseAnd(id, nil) }
+
+// releaseAnd is release, then after (if not nil) under the same lock.
+func (a *Plugin) releaseAnd(id string, after func()) {
 	a.mu.Lock()
 	k, ok := a.hold.key(id)
 	var al allocation.Allocation
 	if ok {
 		al, _ = a.state.Get(k)
 		a.releaseLocked(k)
+	}
+	if after != nil {
+		after()
 	}
 	a.mu.Unlock()
 	a.retryIfDue()

@@ -50,9 +50,25 @@ func (rt *runtime) mustCreateWith(pod *api.PodSandbox, name string, cpu *api.Lin
 
 // createSpec is create from a spec with the CPU settings cpu.
 func (rt *runtime) createSpec(pod *api.PodSandbox, name string, annotations map[string]string, cpu *api.LinuxCPU) (created, error) {
+	return rt.createFrom(pod, &api.Container{Name: name, Annotations: annotations, Linux: &api.LinuxContainer{
+		Resources: &api.LinuxResources{Cpu: cpu}}})
+}
+
+// createCtr creates and starts a container whose spec has args and env (the kubelet's
+// command and the environment the CDI devices of its DRA claims set).
+func (rt *runtime) createCtr(pod *api.PodSandbox, name string, args, env []string) (created, error) {
+	c, err := rt.createFrom(pod, &api.Container{Name: name, Args: args, Env: env, Linux: &api.LinuxContainer{
+		Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{}}}})
+	if err == nil {
+		rt.startCtr(c.ctr)
+	}
+	return c, err
+}
+
+// createFrom relays the creation of ctr (its name and spec) in pod: it gets a new ID.
+func (rt *runtime) createFrom(pod *api.PodSandbox, ctr *api.Container) (created, error) {
 	id := rt.nextID("ctr")
-	ctr := &api.Container{Id: id, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED,
-		Annotations: annotations, Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: cpu}}}
+	ctr.Id, ctr.PodSandboxId, ctr.State = id, pod.Id, api.ContainerState_CONTAINER_CREATED
 	b := rt.nri.BlockPluginSync()
 	rpl, err := rt.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod,
 		Container: proto.Clone(ctr).(*api.Container)})
@@ -159,6 +175,33 @@ func (rt *runtime) addRunning(pod *api.PodSandbox, name, cpus string, quota int6
 	rt.ctrs[id] = ctr
 	rt.mu.Unlock()
 	return ctr
+}
+
+// runPodUID starts a pod sandbox under the given UID (runPod makes one up).
+func (rt *runtime) runPodUID(name, uid string, annotations map[string]string) *api.PodSandbox {
+	rt.tb.Helper()
+	id := rt.nextID("pod")
+	pod := &api.PodSandbox{Id: id, Name: name, Uid: uid, Namespace: "ns", Annotations: annotations}
+	b := rt.nri.BlockPluginSync()
+	defer b.Unblock()
+	if err := rt.nri.RunPodSandbox(context.Background(), &api.RunPodSandboxRequest{Pod: pod}); err != nil {
+		rt.tb.Fatalf("RunPodSandbox %s: %v", name, err)
+	}
+	rt.mu.Lock()
+	rt.pods[id] = pod
+	rt.mu.Unlock()
+	return pod
+}
+
+// podsNow returns the runtime's pods.
+func (rt *runtime) podsNow() []*api.PodSandbox {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	out := make([]*api.PodSandbox, 0, len(rt.pods))
+	for _, p := range rt.pods {
+		out = append(out, p)
+	}
+	return out
 }
 
 // addPod puts a running pod into the runtime without telling plugins.

@@ -2,9 +2,11 @@ package nriplugin
 
 import "github.com/podfence/podfence/internal/cpu/allocation"
 
-// holder is the container instance that holds an allocation, and its pod sandbox.
+// holder is the container instance that holds an allocation, and its pod sandbox. kept marks
+// a native sidecar's instance that stopped: it holds on for the sidecar's next instance.
 type holder struct {
 	id, sandbox string
+	kept        bool
 }
 
 // holders indexes the container instances holding allocations by container ID, by
@@ -33,6 +35,17 @@ func (h *holders) add(k allocation.Key, id, sandbox string) {
 		h.bySandbox[sandbox] = ids
 	}
 	ids[id] = struct{}{}
+}
+
+// keep marks what container id holds as kept for the container's next instance (keep).
+func (h *holders) keep(id string) bool {
+	k, ok := h.byID[id]
+	if ok {
+		x := h.byKey[k]
+		x.kept = true
+		h.byKey[k] = x
+	}
+	return ok
 }
 
 // remove forgets k's holder.

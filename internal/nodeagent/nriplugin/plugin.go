@@ -11,7 +11,8 @@
 //     EXCLUSIVE_CPUS / SHARED_CPUS.
 //   - UpdateContainer: a resource update that would change what podfence set is answered
 //     with podfence's values.
-//   - StopContainer, RemoveContainer, RemovePodSandbox: release.
+//   - StopContainer, RemoveContainer, RemovePodSandbox: release (a native sidecar keeps what
+//     it holds at StopContainer, for its next instance).
 //
 // Handlers do bounded in-memory work under one mutex; the one call out, to the kubelet, is
 // made outside it, bounded, and once per pod. The checkpoint is written by one

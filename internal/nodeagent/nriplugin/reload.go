@@ -152,7 +152,8 @@ func (a *Plugin) blockers(node *plan.Node) (*plan.Ledger, map[allocation.Key]sta
 }
 
 // unblocked is called when k is released: a pending layout that k blocked loses it, and
-// is due for a retry once nothing blocks it. The caller holds mu.
+// is due for a retry: others may have been blocked by k's CPUs too (a singleThreaded pool's
+// sibling of theirs that k ran on). The caller holds mu.
 func (a *Plugin) unblocked(k allocation.Key) {
 	p := a.pending
 	if p == nil {
@@ -162,9 +163,7 @@ func (a *Plugin) unblocked(k allocation.Key) {
 		return
 	}
 	delete(p.blocking, k)
-	if len(p.blocking) == 0 {
-		a.retryDue = true
-	}
+	a.retryDue = true
 }
 
 // retryIfDue retries the pending layout if its last blocker was released, before the

@@ -102,3 +102,25 @@ func TestReloadWaitsForEveryRunningContainer(t *testing.T) {
 	check(t, rt.mustCreate(rt.runPod("z", poolReq(`{"app": {"shared_s": 500}}`)), "app", nil),
 		want{cpus: "1", mems: "0", quota: 50000, period: 100000, shared: "1"})
 }
+
+// TestReloadRetriedWhenABlockerEnds: a pool turning singleThreaded waits while two containers
+// run on the two threads of one of its cores (each blocks it: the other runs on its
+// sibling); when one of them ends, the other blocks it no more, and it is taken then.
+func TestReloadRetriedWhenABlockerEnds(t *testing.T) {
+	rt, ar := setup(t, nriplugin.Options{})
+	rt.mustCreate(rt.runPod("p", nil), "a", exclusiveCPUs("2"))
+	b := rt.mustCreate(rt.runPod("q", nil), "b", exclusiveCPUs("10"))
+	single := strings.Replace(testPools, `exclusive_a: {cpus: "2-3,10-11", hyperThreadingPolicy: multiThreaded}`,
+		`exclusive_a: {cpus: "2-3,10-11", hyperThreadingPolicy: singleThreaded}`, 1)
+	if err := ar.Reload(newNode(t, testTopology, single)); !errors.Is(err, nriplugin.ErrPending) {
+		t.Fatalf("Reload err = %v, want it pending", err)
+	}
+	if p, _ := ar.PendingReload(); len(p.Blocking) != 2 {
+		t.Fatalf("pending = %+v, want both containers blocking", p)
+	}
+	rt.removeCtr(b.ctr)
+	if p, ok := ar.PendingReload(); ok {
+		t.Fatalf("after b ended, pending = %+v; want it taken (a's sibling is idle now)", p)
+	}
+	checkHeld(t, "after reload", ar.Allocations(), "p:a:2")
+}

@@ -13,7 +13,6 @@ import (
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
-	"github.com/podfence/podfence/internal/pinning"
 	"github.com/podfence/podfence/podapi"
 )
 
@@ -27,11 +26,12 @@ func keyOf(pod *api.PodSandbox, ctr *api.Container) allocation.Key {
 // container's when the runtime copied it there. Exact CPUs from the device plugin select the
 // exclusive pools that hold them (by pool, podfence.io/exclusive-cpus.<pool>, when the
 // container has those); a pool request may add a shared-pool share beside them. A container
-// the process pinning annotation names is Pinned.
+// the process pinning annotation names is Pinned, with its Processes (plan.PinningOf).
 func (a *Plugin) containerOf(pod *api.PodSandbox, ctr *api.Container) (plan.Container, error) {
 	c := plan.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: ctr.GetName()}
-	if spec, ok, err := pinning.FromAnnotations(pod.GetAnnotations()); ok && err == nil {
-		_, c.Pinned = spec.For(c.Name)
+	var err error
+	if c.Processes, c.Pinned, err = plan.PinningOf(c.Name, pod.GetAnnotations(), ctr.GetAnnotations()); err != nil {
+		return c, err
 	}
 	v, ok := pod.GetAnnotations()[podapi.AnnotationCPUPools]
 	if !ok {

@@ -28,3 +28,17 @@ func TestRestartUnderANewID(t *testing.T) {
 	}
 	checkHeld(t, "checkpoint", recs, "p:app:6", "q:app:4,12")
 }
+
+// TestAppRestartPlannedAnew: an app container's new instance (its StopContainer missed) is
+// planned anew, unlike a sidecar's: it held 5,13 while 4,12 were taken, and gets 4,12, free
+// by now.
+func TestAppRestartPlannedAnew(t *testing.T) {
+	rt, ar := setup(t, nriplugin.Options{})
+	first := rt.runPod("first", poolReq(`{"app": {"exclusive_b": 2}}`))
+	rt.mustCreate(first, "app", nil)
+	pod := rt.runPod("p", poolReq(`{"app": {"exclusive_b": 2}}`))
+	check(t, rt.mustCreate(pod, "app", nil), want{cpus: "5,13", mems: "1", exclusive: "5,13"})
+	rt.removePod(first)
+	check(t, rt.mustCreate(pod, "app", nil), want{cpus: "4,12", mems: "1", exclusive: "4,12"})
+	checkHeld(t, "after the restart", ar.Allocations(), "p:app:4,12")
+}

@@ -1,6 +1,7 @@
 package nriplugin
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/podapi"
 )
 
 // syncReport says what a Synchronize did, for the log and tests.
@@ -86,6 +88,7 @@ type liveCtr struct {
 	ctr  *api.Container
 	cpus cpuset.CPUSet
 	set  bool // the runtime reported a cpuset
+	kept bool // a native sidecar's stopped instance, holding on for the next one
 }
 
 // claim is what one live container is taken to hold, and where that came from.
@@ -150,6 +153,9 @@ func (a *Plugin) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, 
 			continue
 		}
 		hold.add(c.lc.key, c.lc.ctr.GetId(), c.lc.ctr.GetPodSandboxId())
+		if c.lc.kept {
+			hold.keep(c.lc.ctr.GetId())
+		}
 		switch c.how {
 		case "derived":
 			rep.derived++
@@ -170,7 +176,9 @@ func (a *Plugin) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, 
 }
 
 // liveContainers lists the runtime's containers that are not stopped, one per key, in
-// container ID order (so a rebuild is deterministic).
+// container ID order (so a rebuild is deterministic), then the newest stopped instance of each
+// native sidecar (podfence.io/sidecars) that no live instance replaces: what it held is kept
+// for its next instance (StopContainer).
 func (a *Plugin) liveContainers(pods []*api.PodSandbox, ctrs []*api.Container) []liveCtr {
 	podByID := make(map[string]*api.PodSandbox, len(pods))
 	for _, p := range pods {
@@ -184,19 +192,36 @@ func (a *Plugin) liveContainers(pods []*api.PodSandbox, ctrs []*api.Container) [
 		if p == nil || c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		lc := liveCtr{key: keyOf(p, c), pod: p, ctr: c}
-		if seen[lc.key] {
+		if seen[keyOf(p, c)] {
 			a.log.Warn("two live instances of one container; using the first", "pod", podName(p), "container", c.GetName(), "id", c.GetId())
 			continue
 		}
-		seen[lc.key] = true
-		if text := c.GetLinux().GetResources().GetCpu().GetCpus(); text != "" {
-			cpus, err := topology.ParseCPUList(text)
-			lc.cpus, lc.set = cpus, err == nil
+		seen[keyOf(p, c)] = true
+		live = append(live, newLiveCtr(p, c, false))
+	}
+	newest := slices.SortedFunc(slices.Values(sorted), func(x, y *api.Container) int {
+		return cmp.Or(cmp.Compare(y.GetCreatedAt(), x.GetCreatedAt()), strings.Compare(y.GetId(), x.GetId()))
+	})
+	for _, c := range newest {
+		p := podByID[c.GetPodSandboxId()] // nil for a gone pod: its annotations name no sidecar
+		if c.GetState() != api.ContainerState_CONTAINER_STOPPED || !podapi.IsSidecar(p.GetAnnotations(), c.GetName()) ||
+			seen[keyOf(p, c)] {
+			continue
 		}
-		live = append(live, lc)
+		seen[keyOf(p, c)] = true
+		live = append(live, newLiveCtr(p, c, true))
 	}
 	return live
+}
+
+// newLiveCtr is container c of pod p with the cpuset the runtime reports.
+func newLiveCtr(p *api.PodSandbox, c *api.Container, kept bool) liveCtr {
+	lc := liveCtr{key: keyOf(p, c), pod: p, ctr: c, kept: kept}
+	if text := c.GetLinux().GetResources().GetCpu().GetCpus(); text != "" {
+		cpus, err := topology.ParseCPUList(text)
+		lc.cpus, lc.set = cpus, err == nil
+	}
+	return lc
 }
 
 // runsAsRecorded reports whether a recorded allocation fits the node and the container runs
