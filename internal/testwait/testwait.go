@@ -1,9 +1,15 @@
 // Package testwait is how this repository's tests wait for something that happens on
-// another goroutine or in another process: they poll a condition until it holds or a
-// deadline passes. A test never sleeps a fixed time and then asserts: on a loaded machine
-// the sleep is too short and the test fails, or (worse, when it checks that nothing
-// happened) passes without having tested anything. To show that something did not happen,
-// wait for a later event that proves the code ran past the point instead.
+// another goroutine or in another process: they poll a condition, or receive from a
+// channel, until it holds or the test's deadline is near. A test never sleeps a fixed time
+// and then asserts: on a loaded machine the sleep is too short and the test fails, or
+// (worse, when it checks that nothing happened) passes without having tested anything. To
+// show that something did not happen, wait for a later event that proves the code ran past
+// the point instead.
+//
+// No wait here has a bound of its own: however slow a loaded machine is, a wait for
+// something that comes ends when it comes. Only a wait for something that never comes
+// fails, near the end of the test binary's time (go test -timeout), naming what it waited
+// for. Code that waits on timers of its own runs in a testing/synctest bubble instead.
 //
 // Only tests import this package.
 package testwait
@@ -15,19 +21,37 @@ import (
 	"time"
 )
 
-// Timeout is how long Eventually and EventuallyNil wait. It bounds only a failing test: a
-// passing one returns as soon as its condition holds, so it is generous for loaded machines.
-const Timeout = 30 * time.Second
+// Timeout is how long a wait lasts when the test has no deadline (go test -timeout 0, or
+// a benchmark): go test's default timeout.
+const Timeout = 10 * time.Minute
 
-// timeout is Timeout, shortened by this package's own tests.
-var timeout = Timeout
+// grace is how long before the test binary's deadline a wait gives up, so that its
+// failure, rather than go test's panic, reports the test.
+const grace = 30 * time.Second
+
+// deadline is Deadline; this package's own tests replace it.
+var deadline = testDeadline
+
+// Deadline is when a wait in tb for something that never comes gives up: grace before the
+// test binary's deadline (at most half the time left), or Timeout from now without one.
+func Deadline(tb testing.TB) time.Time { return deadline(tb) }
+
+func testDeadline(tb testing.TB) time.Time {
+	if d, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, ok := d.Deadline(); ok {
+			left := time.Until(end)
+			return end.Add(-min(grace, left/2))
+		}
+	}
+	return time.Now().Add(Timeout)
+}
 
 // maxInterval caps the pause between two polls.
 const maxInterval = 20 * time.Millisecond
 
 var errFalse = errors.New("condition still false")
 
-// Eventually polls cond until it returns true, failing the test (t.Fatalf) after Timeout.
+// Eventually polls cond until it returns true, failing the test (t.Fatalf) at Deadline.
 // what names the awaited event in the failure message.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
@@ -35,12 +59,28 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 }
 
 // EventuallyNil polls f until it returns nil, failing the test (t.Fatalf) with f's last
-// error after Timeout.
+// error at Deadline.
 func EventuallyNil(t testing.TB, what string, f func() error) {
 	t.Helper()
 	start := time.Now()
-	if err := poll(timeout, f); err != nil {
+	if err := poll(time.Until(Deadline(t)), f); err != nil {
 		t.Fatalf("timed out after %s waiting for %s: %v", time.Since(start).Round(time.Millisecond), what, err)
+	}
+}
+
+// Receive returns the next value from ch, failing the test (t.Fatalf) at Deadline.
+func Receive[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	start := time.Now()
+	timer := time.NewTimer(time.Until(Deadline(t)))
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out after %s waiting for %s", time.Since(start).Round(time.Millisecond), what)
+		var zero T
+		return zero
 	}
 }
 
