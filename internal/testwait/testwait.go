@@ -33,17 +33,32 @@ const grace = 30 * time.Second
 var deadline = testDeadline
 
 // Deadline is when a wait in tb for something that never comes gives up: grace before the
-// test binary's deadline (at most half the time left), or Timeout from now without one.
+// test binary's deadline (at most half the time left), or Timeout from now without one. In
+// a testing/synctest bubble it is Timeout from now on the bubble's clock, which moves only
+// when every goroutine in the bubble waits: then nothing more can come.
 func Deadline(tb testing.TB) time.Time { return deadline(tb) }
 
 func testDeadline(tb testing.TB) time.Time {
-	if d, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
-		if end, ok := d.Deadline(); ok {
-			left := time.Until(end)
-			return end.Add(-min(grace, left/2))
-		}
+	if end, ok := binaryDeadline(tb); ok {
+		left := time.Until(end)
+		return end.Add(-min(grace, left/2))
 	}
 	return time.Now().Add(Timeout)
+}
+
+// binaryDeadline is tb's Deadline, if it has one and is not in a synctest bubble (where
+// testing.T.Deadline panics).
+func binaryDeadline(tb testing.TB) (end time.Time, ok bool) {
+	d, ok := tb.(interface{ Deadline() (time.Time, bool) })
+	if !ok {
+		return time.Time{}, false
+	}
+	defer func() {
+		if recover() != nil {
+			end, ok = time.Time{}, false
+		}
+	}()
+	return d.Deadline()
 }
 
 // maxInterval caps the pause between two polls.

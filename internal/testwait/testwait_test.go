@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -89,7 +90,7 @@ func TestReceiveFails(t *testing.T) {
 }
 
 // TestDeadline: a wait ends shortly before the test binary's own deadline, leaving it time
-// to report; without one (a benchmark), Timeout from now.
+// to report; without one (a benchmark), and in a synctest bubble, Timeout from now.
 func TestDeadline(t *testing.T) {
 	if end, ok := t.Deadline(); ok {
 		if d := Deadline(t); !d.Before(end) || end.Sub(d) > grace {
@@ -100,6 +101,11 @@ func TestDeadline(t *testing.T) {
 	if left := time.Until(Deadline(b)); left <= Timeout-time.Minute || left > Timeout {
 		t.Errorf("Deadline without a test deadline in %s, want %s", left, Timeout)
 	}
+	synctest.Test(t, func(t *testing.T) {
+		if left := time.Until(Deadline(t)); left != Timeout {
+			t.Errorf("Deadline in a synctest bubble in %s, want %s", left, Timeout)
+		}
+	})
 }
 
 // shorten makes this test's waits end after d.
