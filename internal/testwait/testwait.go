@@ -15,6 +15,7 @@
 package testwait
 
 import (
+	"bytes"
 	"errors"
 	"runtime"
 	"testing"
@@ -103,6 +104,36 @@ func Receive[T any](t testing.TB, ch <-chan T, what string) T {
 // It is for waits that must not fail the test themselves, such as clean-up.
 func Until(timeout time.Duration, cond func() bool) bool {
 	return poll(timeout, boolErr(cond)) == nil
+}
+
+// Waiting reports whether a goroutine whose stack holds a call of function (as a stack dump
+// names it, such as "nriplugin.(*Plugin).Flush(") waits: blocked on a channel, a lock, a
+// condition, I/O or a sleep, rather than running. It shows that code has reached a wait,
+// where a pause would only guess.
+func Waiting(function string) bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		header, _, _ := bytes.Cut(g, []byte("\n"))
+		_, state, _ := bytes.Cut(header, []byte(" ["))
+		state, _, _ = bytes.Cut(state, []byte("]"))
+		state, _, _ = bytes.Cut(state, []byte(","))
+		switch string(state) {
+		case "running", "runnable", "syscall":
+			continue
+		}
+		if bytes.Contains(g, []byte(function)) {
+			return true
+		}
+	}
+	return false
 }
 
 func boolErr(cond func() bool) func() error {

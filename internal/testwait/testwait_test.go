@@ -108,6 +108,25 @@ func TestDeadline(t *testing.T) {
 	})
 }
 
+// TestWaiting: a goroutine blocked in a function is waiting there; once it runs on, and in
+// a function nothing calls, it is not.
+func TestWaiting(t *testing.T) {
+	block, done := make(chan struct{}), make(chan struct{})
+	go func() { blockedIn(block); close(done) }()
+	Eventually(t, "blockedIn to wait", func() bool { return Waiting("testwait.blockedIn(") })
+	if Waiting("testwait.neverCalled(") {
+		t.Error("a function nothing calls is waiting")
+	}
+	close(block)
+	<-done
+	if Waiting("testwait.blockedIn(") {
+		t.Error("blockedIn still waiting after it returned")
+	}
+}
+
+//go:noinline
+func blockedIn(c chan struct{}) { <-c }
+
 // shorten makes this test's waits end after d.
 func shorten(t *testing.T, d time.Duration) {
 	deadline = func(testing.TB) time.Time { return time.Now().Add(d) }
