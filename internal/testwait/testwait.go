@@ -9,7 +9,8 @@
 // No wait here has a bound of its own: however slow a loaded machine is, a wait for
 // something that comes ends when it comes. Only a wait for something that never comes
 // fails, near the end of the test binary's time (go test -timeout), naming what it waited
-// for. Code that waits on timers of its own runs in a testing/synctest bubble instead.
+// for. Where the code under test has timers of its own, a test runs it in a testing/synctest
+// bubble (when the timer is its subject) or gives it limits longer than any run.
 //
 // Only tests import this package.
 package testwait
