@@ -55,36 +55,39 @@ func TestLimiter(t *testing.T) {
 	if err := l.acquire(ctx, 6, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	// 5 does not fit next to 6: it waits, and 1, which would fit, waits behind it.
-	got := make(chan string, 3)
-	wait := func(name string, n int64, ctx context.Context, wait time.Duration) {
+	// 5 does not fit next to 6: it waits, and 1, which would fit, waits behind it. Each
+	// waiter answers on its own channel: two that end together answer in either order.
+	wait := func(name string, n int64, ctx context.Context, wait time.Duration) <-chan string {
+		got := make(chan string, 1)
 		go func() {
 			err := l.acquire(ctx, n, wait)
 			got <- fmt.Sprintf("%s %v", name, err)
 		}()
+		return got
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	wait("five", 5, cctx, time.Hour)
+	five := wait("five", 5, cctx, time.Hour)
 	testwait.Eventually(t, "five waiting", func() bool { _, n := l.state(); return n == 1 })
-	wait("one", 1, ctx, time.Hour)
+	one := wait("one", 1, ctx, time.Hour)
 	testwait.Eventually(t, "one waiting", func() bool { _, n := l.state(); return n == 2 })
 	cancel() // five gives up: one, now first, fits
-	for _, want := range []string{"five context canceled", "one <nil>"} {
-		if g := testwait.Receive(t, got, want); g != want {
-			t.Fatalf("%s, want %s", g, want)
-		}
+	if g := testwait.Receive(t, five, "five to give up"); g != "five context canceled" {
+		t.Fatalf("%s, want five context canceled", g)
+	}
+	if g := testwait.Receive(t, one, "one to get in"); g != "one <nil>" {
+		t.Fatalf("%s, want one <nil>", g)
 	}
 	if used, n := l.state(); used != 7 || n != 0 {
 		t.Fatalf("used %d, waiting %d; want 7, 0", used, n)
 	}
-	wait("four", 4, ctx, time.Millisecond) // does not fit before its wait ends
-	if g := testwait.Receive(t, got, "four busy"); g != "four busy" {
+	// 4 does not fit next to 7 before its wait ends.
+	if g := testwait.Receive(t, wait("four", 4, ctx, time.Millisecond), "four busy"); g != "four busy" {
 		t.Fatalf("%s, want four busy", g)
 	}
-	wait("nine", 9, ctx, time.Hour)
+	nine := wait("nine", 9, ctx, time.Hour)
 	testwait.Eventually(t, "nine waiting", func() bool { _, n := l.state(); return n == 1 })
 	l.release(6) // 9 next to the 1 still held fills the limiter exactly: it fits
-	if g := testwait.Receive(t, got, "nine <nil>"); g != "nine <nil>" {
+	if g := testwait.Receive(t, nine, "nine <nil>"); g != "nine <nil>" {
 		t.Fatalf("%s, want nine <nil>", g)
 	}
 	if used, n := l.state(); used != 10 || n != 0 {
