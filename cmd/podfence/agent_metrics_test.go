@@ -11,13 +11,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/podfence/podfence/internal/cliflags"
 	"github.com/podfence/podfence/internal/kube/authz"
 	"github.com/podfence/podfence/internal/kube/authz/authztest"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
-	"github.com/podfence/podfence/internal/testwait"
 )
 
 // TestAgentMetricsAuthFlags: --metrics-auth is kubernetes unless told; none is refused on an
@@ -132,18 +132,18 @@ func TestAgentMetricsNeedAToken(t *testing.T) {
 		t.Errorf("%d TokenReviews, want 2 (prom-token once, then cached; none without a token)", n)
 	}
 
-	text := runCmd(t, "status", "--address", addr, "--token-file", filepath.Join(dir, "ops-token"))
+	text := runCmd(t, "status", "--address", addr, "--timeout", noTimeout, "--token-file", filepath.Join(dir, "ops-token"))
 	if !strings.Contains(text, "From: agent (") {
 		t.Errorf("status with ops's token: not from the agent:\n%s", text)
 	}
 	caFile := filepath.Join(dir, "ca.crt") // the API server's: not the agent's
 	err := runStatus(t.Context(), io.Discard, io.Discard, statusFlags{address: addr, output: "text", caFile: caFile,
-		tokenFile: filepath.Join(dir, "ops-token"), timeout: testwait.Timeout})
+		tokenFile: filepath.Join(dir, "ops-token"), timeout: time.Hour})
 	if err == nil || !strings.Contains(err.Error(), "x509: certificate signed by unknown authority") {
 		t.Errorf("status with a CA that did not sign the agent's certificate: %v", err)
 	}
 	err = runStatus(t.Context(), io.Discard, io.Discard, statusFlags{address: "192.0.2.1:9464", output: "text",
-		tokenFile: filepath.Join(dir, "ops-token"), timeout: testwait.Timeout})
+		tokenFile: filepath.Join(dir, "ops-token"), timeout: time.Hour})
 	if want := `agent address "192.0.2.1:9464" is not on this machine: give --ca-file to verify the agent before its certificate ` +
 		"gets the token"; err == nil || err.Error() != want {
 		t.Errorf("status with a token to another machine, unverified: %v\nwant %s", err, want)
@@ -151,7 +151,7 @@ func TestAgentMetricsNeedAToken(t *testing.T) {
 
 	var out, errOut bytes.Buffer
 	root := newRootCmd()
-	root.SetArgs([]string{"status", "--address", addr, "--token-file", filepath.Join(dir, "prom-token"),
+	root.SetArgs([]string{"status", "--address", addr, "--timeout", noTimeout, "--token-file", filepath.Join(dir, "prom-token"),
 		"--checkpoint-dir", filepath.Join(dir, "checkpoint"), "--pools", filepath.Join(dir, "poolconfig-a.yaml"), "--sysfs", sysfs,
 		"--node-name", "node-a"})
 	root.SetOut(&out)

@@ -27,7 +27,7 @@ func FuzzReviewRealShaped(f *testing.F) {
 	f.Add(append(make([]byte, 16), 0x3e, 0x12, 0x34, 0x56, 0x7a)) // pod-template-hash 3e1234567a
 	f.Add([]byte("podfence: 3e1234567abcdef 1e999999 and some more bytes for pools, env and probes"))
 	cfg := testConfig(f)
-	h := NewHandler(func() *Config { return cfg }, discardLog())
+	h := testHandler(func() *Config { return cfg }, discardLog())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		src := &byteSource{b: data}
 		uid := src.uuid()
@@ -47,7 +47,7 @@ func FuzzReviewRealShaped(f *testing.F) {
 // admitted: the same patch from /mutate, and the patched pod allowed by /validate.
 func TestRandomUIDsAllowed(t *testing.T) {
 	cfg := testConfig(t)
-	h := NewHandler(func() *Config { return cfg }, discardLog())
+	h := testHandler(func() *Config { return cfg }, discardLog())
 	pod := testPod("telco", "label:tier=dataplane", ctr("fwd", "podfence.io/exclusive_dp=2", "podfence.io/shared_caas=200",
 		"cpu=2", "memory=1Gi"))
 	pod.Name, pod.GenerateName, pod.UID = "", "fwd-7d9f-", "@pod"

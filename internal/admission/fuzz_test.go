@@ -25,7 +25,7 @@ func FuzzReview(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","resource":{"version":"v1","resource":"pods"},"operation":"CREATE","object":null}}`))
 	f.Add([]byte(`{"request":{}}`))
 	cfg := testConfig(f)
-	h := NewHandler(func() *Config { return cfg }, discardLog())
+	h := testHandler(func() *Config { return cfg }, discardLog())
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, path := range []string{PathMutate, PathValidate} {
 			rec := httptest.NewRecorder()

@@ -167,9 +167,9 @@ func reviewOf(t testing.TB, uid types.UID, ns string, podJSON []byte) []byte {
 	return b
 }
 
-// newTestServer serves NewHandler with cfg over HTTPS.
+// newTestServer serves testHandler with cfg over HTTPS.
 func newTestServer(t testing.TB, cfg *Config) *httptest.Server {
-	srv := httptest.NewTLSServer(NewHandler(func() *Config { return cfg }, discardLog()))
+	srv := httptest.NewTLSServer(testHandler(func() *Config { return cfg }, discardLog()))
 	t.Cleanup(srv.Close)
 	return srv
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -54,36 +55,39 @@ func TestLimiter(t *testing.T) {
 	if err := l.acquire(ctx, 6, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	// 5 does not fit next to 6: it waits, and 1, which would fit, waits behind it.
-	got := make(chan string, 3)
-	wait := func(name string, n int64, ctx context.Context, wait time.Duration) {
+	// 5 does not fit next to 6: it waits, and 1, which would fit, waits behind it. Each
+	// waiter answers on its own channel: two that end together answer in either order.
+	wait := func(name string, n int64, ctx context.Context, wait time.Duration) <-chan string {
+		got := make(chan string, 1)
 		go func() {
 			err := l.acquire(ctx, n, wait)
 			got <- fmt.Sprintf("%s %v", name, err)
 		}()
+		return got
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	wait("five", 5, cctx, time.Hour)
+	five := wait("five", 5, cctx, time.Hour)
 	testwait.Eventually(t, "five waiting", func() bool { _, n := l.state(); return n == 1 })
-	wait("one", 1, ctx, time.Hour)
+	one := wait("one", 1, ctx, time.Hour)
 	testwait.Eventually(t, "one waiting", func() bool { _, n := l.state(); return n == 2 })
 	cancel() // five gives up: one, now first, fits
-	for _, want := range []string{"five context canceled", "one <nil>"} {
-		if g := within(t, got, want); g != want {
-			t.Fatalf("%s, want %s", g, want)
-		}
+	if g := testwait.Receive(t, five, "five to give up"); g != "five context canceled" {
+		t.Fatalf("%s, want five context canceled", g)
+	}
+	if g := testwait.Receive(t, one, "one to get in"); g != "one <nil>" {
+		t.Fatalf("%s, want one <nil>", g)
 	}
 	if used, n := l.state(); used != 7 || n != 0 {
 		t.Fatalf("used %d, waiting %d; want 7, 0", used, n)
 	}
-	wait("four", 4, ctx, time.Millisecond) // does not fit before its wait ends
-	if g := within(t, got, "four busy"); g != "four busy" {
+	// 4 does not fit next to 7 before its wait ends.
+	if g := testwait.Receive(t, wait("four", 4, ctx, time.Millisecond), "four busy"); g != "four busy" {
 		t.Fatalf("%s, want four busy", g)
 	}
-	wait("nine", 9, ctx, time.Hour)
+	nine := wait("nine", 9, ctx, time.Hour)
 	testwait.Eventually(t, "nine waiting", func() bool { _, n := l.state(); return n == 1 })
 	l.release(6) // 9 next to the 1 still held fills the limiter exactly: it fits
-	if g := within(t, got, "nine <nil>"); g != "nine <nil>" {
+	if g := testwait.Receive(t, nine, "nine <nil>"); g != "nine <nil>" {
 		t.Fatalf("%s, want nine <nil>", g)
 	}
 	if used, n := l.state(); used != 10 || n != 0 {
@@ -153,7 +157,7 @@ func TestConcurrentLargeReviews(t *testing.T) {
 	const clients, inFlight = 20, 4
 	body := bigReview(t, 2_900_000)
 	g := newGate(testConfig(t))
-	h := newHandler(g.config, discardLog(), Limits{MaxInFlight: inFlight, MaxInFlightBytes: 64 << 20, Wait: testwait.Timeout})
+	h := untimed(newHandler(g.config, discardLog(), Limits{MaxInFlight: inFlight, MaxInFlightBytes: 64 << 20}))
 	var working, peakWorking atomic.Int64
 	onWork(h, func(d int) { raise(&peakWorking, working.Add(int64(d))) })
 	srv := h.mux()
@@ -203,7 +207,7 @@ func TestLargeReviewsByBytes(t *testing.T) {
 	const clients = 6
 	body := bigReview(t, 2_900_000)
 	g := newGate(testConfig(t))
-	h := newHandler(g.config, discardLog(), Limits{MaxInFlight: 16, MaxInFlightBytes: 8 << 20, Wait: testwait.Timeout})
+	h := untimed(newHandler(g.config, discardLog(), Limits{MaxInFlight: 16, MaxInFlightBytes: 8 << 20}))
 	srv := h.mux()
 	var wg sync.WaitGroup
 	codes := make([]int, clients)
@@ -229,8 +233,12 @@ func TestLargeReviewsByBytes(t *testing.T) {
 }
 
 // TestBusy: a review that finds no room within Limits.Wait gets 429 with the reason; one
-// whose request ends while it waits gets 503. Neither reads its body.
-func TestBusy(t *testing.T) {
+// whose request ends while it waits gets 503. Neither reads its body. In a synctest
+// bubble, time passes only when every goroutine waits: the first review holds its room
+// however long the others take.
+func TestBusy(t *testing.T) { synctest.Test(t, testBusy) }
+
+func testBusy(t *testing.T) {
 	g := newGate(testConfig(t))
 	h := newHandler(g.config, discardLog(), Limits{MaxInFlight: 1, MaxInFlightBytes: 1 << 20, Wait: 20 * time.Millisecond})
 	srv := h.mux()
@@ -261,7 +269,10 @@ func TestBusy(t *testing.T) {
 		srv.ServeHTTP(rec, req)
 		answered <- rec
 	}()
-	testwait.Eventually(t, "a review waiting", func() bool { return waiting(h) == 1 })
+	synctest.Wait()
+	if n := waiting(h); n != 1 {
+		t.Fatalf("%d reviews waiting, want 1", n)
+	}
 	cancel()
 	rec = <-answered
 	if got := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusServiceUnavailable ||
@@ -277,41 +288,23 @@ func TestBusy(t *testing.T) {
 	}
 }
 
-// answerWithin serves req on srv and returns its answer; it fails the test when there is
-// none in 10 s, while the review it sent is still held.
-func answerWithin(t *testing.T, srv http.Handler, req *http.Request) *httptest.ResponseRecorder {
+// answer serves req on srv and returns its answer, failing the test (testwait.Deadline)
+// when there is none, as when it waits for a review it sent that is still held.
+func answer(t *testing.T, srv http.Handler, req *http.Request) *httptest.ResponseRecorder {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	done := make(chan struct{})
+	done := make(chan *httptest.ResponseRecorder)
 	go func() {
-		defer close(done)
+		rec := httptest.NewRecorder()
 		srv.ServeHTTP(rec, req)
+		done <- rec
 	}()
-	select {
-	case <-done:
-		return rec
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no answer in 10 s once the request ended")
-		return nil
-	}
-}
-
-// within receives from ch, failing the test when nothing comes within testwait.Timeout.
-func within[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(testwait.Timeout):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
+	return testwait.Receive(t, done, "the answer to "+req.URL.String())
 }
 
 // TestRequestEndStopsWork: when a request ends (client gone, or the timeout the API server
 // puts in the URL) while its review is in Mutate, the answer is 503 at once; the work then
-// stops before its next step and gives its room back.
+// stops before its next step and gives its room back. In a synctest bubble: the timeout,
+// 50 ms, ends the review however long the machine takes to get it to Mutate.
 func TestRequestEndStopsWork(t *testing.T) {
 	body := reviewJSON(t, testPod("telco", ctr("app", "podfence.io/exclusive_dp=1")))
 	for _, tc := range []struct {
@@ -326,49 +319,54 @@ func TestRequestEndStopsWork(t *testing.T) {
 			msg: "review not finished within 50ms: context deadline exceeded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGate(testConfig(t))
-			h := newHandler(g.config, discardLog(), Limits{})
-			stopped := make(chan string, 1)
-			onStopped(h, func(step string) { stopped <- step })
-			ended := make(chan struct{})
-			onWork(h, func(d int) {
-				if d < 0 {
-					close(ended)
+			synctest.Test(t, func(t *testing.T) {
+				g := newGate(testConfig(t))
+				h := newHandler(g.config, discardLog(), Limits{})
+				stopped := make(chan string, 1)
+				onStopped(h, func(step string) { stopped <- step })
+				ended := make(chan struct{})
+				onWork(h, func(d int) {
+					if d < 0 {
+						close(ended)
+					}
+				})
+				t.Cleanup(g.release)
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				go func() {
+					<-g.entered
+					tc.end(cancel)
+				}()
+				rec := answer(t, h.mux(), jsonRequest(tc.path, body).WithContext(ctx))
+				if got := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusServiceUnavailable || got != tc.msg {
+					t.Errorf("status %d, body %q; want 503, %q", rec.Code, got, tc.msg)
+				}
+				if n := g.inside.Load(); n != 1 {
+					t.Fatalf("%d reviews in Mutate, want the one answered still there", n)
+				}
+				g.release()
+				if step := testwait.Receive(t, stopped, "the work to stop"); step != "encode" {
+					t.Errorf("work stopped before %q, want encode", step)
+				}
+				testwait.Receive(t, ended, "the work to end")
+				if used := held(h); used != 0 {
+					t.Errorf("%d bytes still held once the work ended", used)
 				}
 			})
-			t.Cleanup(g.release)
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			go func() {
-				<-g.entered
-				tc.end(cancel)
-			}()
-			rec := answerWithin(t, h.mux(), jsonRequest(tc.path, body).WithContext(ctx))
-			if got := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusServiceUnavailable || got != tc.msg {
-				t.Errorf("status %d, body %q; want 503, %q", rec.Code, got, tc.msg)
-			}
-			if n := g.inside.Load(); n != 1 {
-				t.Fatalf("%d reviews in Mutate, want the one answered still there", n)
-			}
-			g.release()
-			if step := within(t, stopped, "the work to stop"); step != "encode" {
-				t.Errorf("work stopped before %q, want encode", step)
-			}
-			within(t, ended, "the work to end")
-			if used := held(h); used != 0 {
-				t.Errorf("%d bytes still held once the work ended", used)
-			}
 		})
 	}
 }
 
-// TestTimeoutParameter: a timeout in the URL that is no positive duration is ignored: the
-// review runs, within Limits.Timeout, and is answered.
-func TestTimeoutParameter(t *testing.T) {
+// TestTimeoutParameter: a timeout in the URL that is no positive duration is ignored, and
+// one longer than Limits.Timeout is cut to it: the review runs and is answered (in a
+// synctest bubble, where the time it takes does not count).
+func TestTimeoutParameter(t *testing.T) { synctest.Test(t, testTimeoutParameter) }
+
+func testTimeoutParameter(t *testing.T) {
 	h := NewHandler(func() *Config { return testConfig(t) }, discardLog())
 	body := reviewJSON(t, testPod("telco", ctr("app", "podfence.io/exclusive_dp=1")))
 	for _, timeout := range []string{"0s", "-1s", "soon", "1h"} {
-		rec := answerWithin(t, h, jsonRequest(PathMutate+"?timeout="+timeout, body))
+		rec := answer(t, h, jsonRequest(PathMutate+"?timeout="+timeout, body))
 		if rec.Code != http.StatusOK {
 			t.Errorf("timeout=%s: status %d, body %q; want 200", timeout, rec.Code, rec.Body)
 		}
@@ -379,18 +377,18 @@ func TestTimeoutParameter(t *testing.T) {
 func TestEndedRequestNotReviewed(t *testing.T) {
 	g := newGate(testConfig(t))
 	g.release()
-	h := newHandler(g.config, discardLog(), Limits{})
+	h := untimed(newHandler(g.config, discardLog(), Limits{}))
 	stopped := make(chan string, 1)
 	onStopped(h, func(step string) { stopped <- step })
 	ctx, cancel := context.WithCancel(t.Context())
 	body := reviewJSON(t, testPod("telco", ctr("app", "podfence.io/exclusive_dp=1")))
 	req := jsonRequest(PathMutate, nil).WithContext(ctx)
 	req.Body, req.ContentLength = &cancelAtEOF{r: strings.NewReader(string(body)), cancel: cancel}, int64(len(body))
-	rec := answerWithin(t, h.mux(), req)
+	rec := answer(t, h.mux(), req)
 	if got := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusServiceUnavailable || !strings.HasSuffix(got, "context canceled") {
 		t.Errorf("status %d, body %q; want 503 ending in context canceled", rec.Code, got)
 	}
-	if step := within(t, stopped, "the work to stop"); step != "decoding the review" {
+	if step := testwait.Receive(t, stopped, "the work to stop"); step != "decoding the review" {
 		t.Errorf("work stopped before %q, want decoding the review", step)
 	}
 	if n := g.calls.Load(); n != 0 {
@@ -418,18 +416,18 @@ func (c *cancelAtEOF) Close() error { return nil }
 // TestReviewPanics: a panic in a review is a 500, which keeps neither the webhook nor the
 // review's room.
 func TestReviewPanics(t *testing.T) {
-	h := newHandler(func() *Config { panic("boom") }, discardLog(), Limits{})
+	h := untimed(newHandler(func() *Config { panic("boom") }, discardLog(), Limits{}))
 	ended := make(chan struct{})
 	onWork(h, func(d int) {
 		if d < 0 {
 			close(ended)
 		}
 	})
-	rec := answerWithin(t, h.mux(), jsonRequest(PathValidate, reviewJSON(t, testPod("telco", ctr("app")))))
+	rec := answer(t, h.mux(), jsonRequest(PathValidate, reviewJSON(t, testPod("telco", ctr("app")))))
 	if got := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusInternalServerError || got != "internal error: the review failed" {
 		t.Errorf("status %d, body %q; want 500, internal error: the review failed", rec.Code, got)
 	}
-	within(t, ended, "the work to end")
+	testwait.Receive(t, ended, "the work to end")
 	if used := held(h); used != 0 {
 		t.Errorf("%d bytes still held after a panic", used)
 	}
@@ -463,8 +461,8 @@ func TestLogBounded(t *testing.T) {
 			}
 			for _, path := range []string{PathMutate, PathValidate} {
 				var log strings.Builder
-				h := NewHandler(func() *Config { return testConfig(t) }, slogJSON(&log))
-				rec := answerWithin(t, h, jsonRequest(path, tc.body))
+				h := testHandler(func() *Config { return testConfig(t) }, slogJSON(&log))
+				rec := answer(t, h, jsonRequest(path, tc.body))
 				t.Logf("%s: status %d, %d bytes of log, %d bytes of answer", path, rec.Code, log.Len(), rec.Body.Len())
 				if rec.Code != tc.status {
 					t.Errorf("%s: status %d, want %d: %.300s", path, rec.Code, tc.status, rec.Body)
@@ -559,6 +557,22 @@ func TestBoundResponse(t *testing.T) {
 	}
 }
 
+// noLimit is a review's timeout and wait for room in tests whose subject is not a review's
+// time: longer than any run of the tests. A test asserts what a review answers, not how
+// fast a loaded machine works it out; the tests of these limits run in synctest bubbles.
+const noLimit = 24 * time.Hour
+
+// untimed gives h's reviews noLimit to finish and to wait for room.
+func untimed(h *handler) *handler {
+	h.limits.Timeout, h.limits.Wait = noLimit, noLimit
+	return h
+}
+
+// testHandler is NewHandler with untimed reviews.
+func testHandler(config func() *Config, log *slog.Logger) http.Handler {
+	return untimed(newHandler(config, log, Limits{})).mux()
+}
+
 // Test access to the handler's hooks and room.
 func onWork(h *handler, f func(delta int))      { h.workHook = f }
 func onStopped(h *handler, f func(step string)) { h.stopHook = f }
@@ -573,7 +587,7 @@ func slogJSON(w io.Writer) *slog.Logger {
 // annotation and for a small pod of maxPodValues "null" containers, each a Container.
 func BenchmarkLargeReview(b *testing.B) {
 	cfg := testConfig(b)
-	h := NewHandler(func() *Config { return cfg }, discardLog())
+	h := testHandler(func() *Config { return cfg }, discardLog())
 	dense := strings.Replace(string(reviewJSON(b, testPod("telco", ctr("app", "podfence.io/exclusive_dp=1")))), `"containers":[`,
 		`"containers":[`+strings.Repeat("null,", maxPodValues-20), 1)
 	for name, body := range map[string][]byte{"annotation-2.9MB": bigReview(b, 2_900_000), "null-containers": []byte(dense)} {

@@ -8,12 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // Texts that read as numbers too costly to parse as quantities; the UUID is one in about
@@ -25,7 +26,7 @@ var costlyTexts = []string{"8e339452-1c2d-4b5e-9f00-0123456789ab", "3e1234567abc
 // it reads: the pod is admitted (200, allowed) by both webhooks.
 func TestQuantityLookalikesAllowed(t *testing.T) {
 	cfg := testConfig(t)
-	h := NewHandler(func() *Config { return cfg }, discardLog())
+	h := testHandler(func() *Config { return cfg }, discardLog())
 	base := func() *corev1.Pod {
 		p := testPod("telco", "label:tier=dataplane", ctr("fwd", "podfence.io/exclusive_dp=2", "cpu=2", "memory=1Gi"))
 		p.Name, p.GenerateName, p.UID = "", "fwd-7d9f-", "0df28fbd-5f5f-11e8-bc74-36e6bb280816"
@@ -85,7 +86,7 @@ func TestQuantityLookalikesAllowed(t *testing.T) {
 // refused with 400 naming the field and the bounds, before anything parses it.
 func TestQuantityFieldsBounded(t *testing.T) {
 	cfg := testConfig(t)
-	h := NewHandler(func() *Config { return cfg }, discardLog())
+	h := testHandler(func() *Config { return cfg }, discardLog())
 	const bounds = "is too costly to parse: want at most 1000 characters and an exponent of at most 3 digits"
 	ctrJSON := func(field string, v any) map[string]any {
 		return map[string]any{"name": "x", "image": "x", "resources": map[string]any{field: map[string]any{"memory": v}}}
@@ -179,23 +180,17 @@ func wantStatus(t *testing.T, h http.Handler, podJSON []byte, status int, msg st
 	}
 }
 
-// serveBounded serves one request, failing the test when there is no answer in 10 s: a
-// quantity that got through to resource.ParseQuantity would never return.
+// serveBounded serves one request, failing the test (testwait.Deadline) when there is no
+// answer: a quantity that got through to resource.ParseQuantity would never return.
 func serveBounded(t testing.TB, h http.Handler, path string, body []byte) *httptest.ResponseRecorder {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	done := make(chan struct{})
+	done := make(chan *httptest.ResponseRecorder)
 	go func() {
-		defer close(done)
+		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, jsonRequest(path, body))
+		done <- rec
 	}()
-	select {
-	case <-done:
-		return rec
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: no answer in 10 s to %.300s", path, body)
-		return nil
-	}
+	return testwait.Receive(t, done, fmt.Sprintf("%s: an answer to %.300s", path, body))
 }
 
 // admit sends a pod CREATE as the API server does: to /mutate, then the patched pod to

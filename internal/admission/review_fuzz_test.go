@@ -9,25 +9,25 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 )
 
-// Bounds of FuzzReviewBody on one request: its time, as the API server's timeout, and its
-// allocations. A JSON value decodes into at most a few hundred bytes (a corev1.Container
-// is 408), which Mutate and Validate copy a few times.
+// Bounds of FuzzReviewBody on one request's allocations. A JSON value decodes into at most
+// a few hundred bytes (a corev1.Container is 408), which Mutate and Validate copy a few
+// times.
 const (
-	fuzzTimeout        = 5 * time.Second
 	fuzzAllocPerValue  = 16 << 10
 	fuzzAllocPerByte   = 64
 	fuzzAllocPerReview = 1 << 20
 )
 
-// FuzzReviewBody sends any body to both webhooks, with their limits and a timeout: each
-// request is answered within the timeout, with a 200 AdmissionReview or a 4xx with a
-// message, and allocates at most fuzzAllocPerByte per byte and fuzzAllocPerValue per JSON
-// value of its body, plus fuzzAllocPerReview.
+// FuzzReviewBody sends any body to both webhooks, with their limits: each request is
+// answered, with a 200 AdmissionReview or a 4xx with a message, and allocates at most
+// fuzzAllocPerByte per byte and fuzzAllocPerValue per JSON value of its body, plus
+// fuzzAllocPerReview. Its work is bounded by what it allocates, not by a timeout: how long
+// a review takes depends on the machine (untimed), and one that never ends fails at go
+// test's timeout.
 func FuzzReviewBody(f *testing.F) {
 	if b, err := os.ReadFile("testdata/review-create.json"); err == nil {
 		f.Add(b)
@@ -60,7 +60,7 @@ func FuzzReviewBody(f *testing.F) {
 	f.Add([]byte{})
 
 	cfg := testConfig(f)
-	h := NewLimitedHandler(func() *Config { return cfg }, discardLog(), Limits{Timeout: fuzzTimeout})
+	h := untimed(newHandler(func() *Config { return cfg }, discardLog(), Limits{})).mux()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		bound := uint64(fuzzAllocPerReview + fuzzAllocPerByte*len(body) + fuzzAllocPerValue*countValues(body, math.MaxInt))
 		for _, path := range []string{PathMutate, PathValidate} {
@@ -68,13 +68,8 @@ func FuzzReviewBody(f *testing.F) {
 			rec := httptest.NewRecorder()
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			start := time.Now()
 			h.ServeHTTP(rec, req)
-			took := time.Since(start)
 			runtime.ReadMemStats(&after)
-			if rec.Code == http.StatusServiceUnavailable || took > fuzzTimeout+time.Second {
-				t.Fatalf("%s: no answer within %s (%s): status %d: %.300s", path, fuzzTimeout, took, rec.Code, rec.Body)
-			}
 			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > bound {
 				t.Fatalf("%s: %d bytes allocated for a body of %d bytes, %d values: want at most %d", path, alloc, len(body),
 					countValues(body, math.MaxInt), bound)

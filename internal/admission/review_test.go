@@ -179,7 +179,7 @@ func TestCountValues(t *testing.T) {
 // TestReviewAtTheBounds: a body of MaxReviewBytes and a pod of maxPodValues values are
 // reviewed, whether the body's length is given or not; one byte or one value more is refused.
 func TestReviewAtTheBounds(t *testing.T) {
-	h := NewHandler(func() *Config { return testConfig(t) }, discardLog())
+	h := testHandler(func() *Config { return testConfig(t) }, discardLog())
 	review := string(reviewJSON(t, testPod("telco", ctr("app", "podfence.io/exclusive_dp=1"))))
 	padded := func(n int) []byte { return []byte(review + strings.Repeat(" ", n-len(review))) }
 	// values pads the pod to n JSON values with an array of nulls.
@@ -210,7 +210,7 @@ func TestReviewAtTheBounds(t *testing.T) {
 			if tc.unknownLength {
 				req.ContentLength = -1
 			}
-			rec := answerWithin(t, h, req)
+			rec := answer(t, h, req)
 			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.msg) {
 				t.Errorf("status %d, body %.300s\nwant %d with %s", rec.Code, rec.Body, tc.status, tc.msg)
 			}
@@ -221,7 +221,7 @@ func TestReviewAtTheBounds(t *testing.T) {
 // TestPodNamespaceFromRequest: a pod without a namespace, as a user may create it, is in the
 // request's: a profile for that namespace gives it its group.
 func TestPodNamespaceFromRequest(t *testing.T) {
-	h := NewHandler(func() *Config { return testConfig(t) }, discardLog())
+	h := testHandler(func() *Config { return testConfig(t) }, discardLog())
 	pod := testPod("", "label:tier=dataplane", ctr("fwd"))
 	rec := serveBounded(t, h, PathMutate, reviewOf(t, "705ab4f5-6393-11e8-b7cc-42010a800002", "telco", podJSON(t, pod)))
 	want := `[{"op":"add","path":"/metadata/labels/podfence.io~1core-sched-group","value":"dataplane"}]`

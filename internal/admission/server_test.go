@@ -273,7 +273,7 @@ func TestIdleConnectionClosed(t *testing.T) {
 	}
 	defer conn.Close()
 	// The failure bound: a connection never closed fails the test rather than hanging it.
-	if err := conn.SetReadDeadline(time.Now().Add(testwait.Timeout)); err != nil {
+	if err := conn.SetReadDeadline(testwait.Deadline(t)); err != nil {
 		t.Fatal(err)
 	}
 	sent := time.Now() // the idle time starts after the answer, later than this
@@ -322,7 +322,7 @@ func TestSlowBodyCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if err := conn.SetReadDeadline(time.Now().Add(testwait.Timeout)); err != nil {
+	if err := conn.SetReadDeadline(testwait.Deadline(t)); err != nil {
 		t.Fatal(err)
 	}
 	body := reviewJSON(t, testPod("telco", ctr("app", "podfence.io/exclusive_dp=1")))

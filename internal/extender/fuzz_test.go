@@ -18,9 +18,9 @@ const (
 	fuzzAllocBase    = 8 << 20 // and at most this beyond
 )
 
-// FuzzFilterBody: whatever the body, POST /filter and /prioritize answer within 10 s, with
-// 200 or a 4xx, allocating memory in proportion to the body; a filter reply's reasons are
-// short, so that it is at most a few times the request plus 1 KB per node.
+// FuzzFilterBody: whatever the body, POST /filter and /prioritize answer (serveBounded),
+// with 200 or a 4xx, allocating memory in proportion to the body; a filter reply's reasons
+// are short, so that it is at most a few times the request plus 1 KB per node.
 func FuzzFilterBody(f *testing.F) {
 	pod := func(cpu string) string {
 		return `{"metadata":{"name":"p","namespace":"shop","labels":{"podfence.io/core-sched-group":"web"}},` +

@@ -16,6 +16,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // testHandler serves the extender API over the cache of server(): a, b, old published.
@@ -35,23 +36,17 @@ func jsonPost(path string, body []byte) *http.Request {
 	return r
 }
 
-// serveBounded serves one request, failing the test when there is no answer in 10 s: a
-// quantity that got through to resource.ParseQuantity may never return.
+// serveBounded serves one request, failing the test (testwait.Deadline) when there is no
+// answer: a quantity that got through to resource.ParseQuantity may never return.
 func serveBounded(t testing.TB, h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	done := make(chan struct{})
+	done := make(chan *httptest.ResponseRecorder)
 	go func() {
-		defer close(done)
+		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
+		done <- rec
 	}()
-	select {
-	case <-done:
-		return rec
-	case <-time.After(10 * time.Second):
-		t.Fatalf("POST %s: no answer in 10 s", r.URL.Path)
-		return nil
-	}
+	return testwait.Receive(t, done, "an answer to "+r.Method+" "+r.URL.Path)
 }
 
 const bounds = "is too costly to parse: want at most 1000 characters and an exponent of at most 3 digits"
@@ -188,6 +183,8 @@ func TestConcurrencyBound(t *testing.T) {
 			f.w.CloseWithError(io.ErrUnexpectedEOF)
 		}
 	}()
+	deadline := time.NewTimer(time.Until(testwait.Deadline(t)))
+	defer deadline.Stop()
 	refusedAt := -1
 	for i := 0; i < 64 && refusedAt < 0; i++ {
 		pr, pw := io.Pipe()
@@ -210,8 +207,8 @@ func TestConcurrencyBound(t *testing.T) {
 			}
 			pw.Close()
 			refusedAt = i
-		case <-time.After(10 * time.Second):
-			t.Fatalf("request %d: neither read nor answered in 10 s", i+1)
+		case <-deadline.C:
+			t.Fatalf("request %d: neither read nor answered", i+1)
 		}
 	}
 	if refusedAt != maxInFlight {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // TestServerBounds: the server bounds every phase of a connection and the headers' size.
@@ -49,33 +51,34 @@ func serve(t *testing.T, h http.Handler, tm timeouts) string {
 	return ln.Addr().String()
 }
 
-// closedWithin reads conn until the server closes it, failing the test after 10 s.
+// closedWithin reads conn until the server closes it, failing the test at testwait.Deadline.
 func closedWithin(t *testing.T, conn net.Conn, what string) {
 	t.Helper()
-	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+	if err := conn.SetReadDeadline(testwait.Deadline(t)); err != nil {
 		t.Fatal(err)
 	}
 	_, err := io.Copy(io.Discard, conn)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("%s: the connection is still open after 10 s", what)
+		t.Fatalf("%s: the connection is still open", what)
 	}
 }
 
 // TestConnectionsBounded: an idle keep-alive connection, a request whose headers never end
-// and one whose body never ends are each closed by the server (timeouts shortened here).
+// and one whose body never ends are each closed by the server. Each phase has a server
+// whose timeout for that phase is short and the others longer than any test run, so that a
+// slow machine meets only the timeout under test: a request sent late is still read.
 func TestConnectionsBounded(t *testing.T) {
-	tm := timeouts{readHeader: 100 * time.Millisecond, read: 200 * time.Millisecond, write: time.Second, idle: 100 * time.Millisecond}
-	addr := serve(t, testHandler(t), tm)
-	dial := func() net.Conn {
-		conn, err := net.Dial("tcp", addr)
+	const short, long = 100 * time.Millisecond, time.Hour
+	dial := func(tm timeouts) net.Conn {
+		conn, err := net.Dial("tcp", serve(t, testHandler(t), tm))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
 		return conn
 	}
-	idle := dial()
+	idle := dial(timeouts{readHeader: long, read: long, write: long, idle: short})
 	if _, err := io.WriteString(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -85,13 +88,13 @@ func TestConnectionsBounded(t *testing.T) {
 	}
 	closedWithin(t, idle, "idle after a request")
 
-	slowHeaders := dial()
+	slowHeaders := dial(timeouts{readHeader: short, read: long, write: long, idle: long})
 	if _, err := io.WriteString(slowHeaders, "POST /filter HTTP/1.1\r\nHost: x\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	closedWithin(t, slowHeaders, "headers unfinished")
 
-	slowBody := dial()
+	slowBody := dial(timeouts{readHeader: long, read: short, write: long, idle: long})
 	if _, err := io.WriteString(slowBody, "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
 		"Content-Length: 100\r\n\r\n{\"Pod\":"); err != nil {
 		t.Fatal(err)

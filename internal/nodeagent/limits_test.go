@@ -12,6 +12,7 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // logLines is a slog.Handler that sends each record as "message key=value ...".
@@ -25,19 +26,6 @@ func (l logLines) Handle(_ context.Context, r slog.Record) error {
 	r.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
 	l <- line
 	return nil
-}
-
-// receive returns the next value of ch, failing the test if none comes within a minute.
-func receive[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(time.Minute):
-		t.Fatalf("no %s within a minute", what)
-	}
-	var zero T
-	return zero
 }
 
 // TestWatchPoolsRefusesOversizedConfig: a pool config over 1 MiB is refused unread and the
@@ -77,7 +65,7 @@ func TestWatchPoolsRefusesOversizedConfig(t *testing.T) {
 
 	big := "pools:\n  exclusive_a: {cpus: \"3\"}\n#" + strings.Repeat("x", 10<<20) + "\n" // a new layout, 10 MiB
 	write(big)
-	line := receive(t, logs, "log of the refusal")
+	line := testwait.Receive(t, logs, "log of the refusal")
 	want := file + ": file is " + strconv.Itoa(len(big)) + " bytes, over the limit of 1048576 bytes"
 	if !strings.HasPrefix(line, "pool config changed but is unusable; keeping the current one") || !strings.Contains(line, want) {
 		t.Errorf("log %q, want the refusal with %q", line, want)
@@ -86,10 +74,10 @@ func TestWatchPoolsRefusesOversizedConfig(t *testing.T) {
 		t.Fatalf("%d reload offers for a refused config, want none (%v)", n, fake.offers)
 	}
 	write("pools:\n  exclusive_a: {cpus: \"2\"}\n")
-	if got := receive(t, fake.offered, "reload offer"); got != "default=0-1,3 exclusive_a=2" {
+	if got := testwait.Receive(t, fake.offered, "reload offer"); got != "default=0-1,3 exclusive_a=2" {
 		t.Errorf("offered %q, want the config written after the refused one", got)
 	}
-	if line := receive(t, logs, "log of the reload"); !strings.HasPrefix(line, "pool config reloaded") {
+	if line := testwait.Receive(t, logs, "log of the reload"); !strings.HasPrefix(line, "pool config reloaded") {
 		t.Errorf("log %q, want the reload", line)
 	}
 }

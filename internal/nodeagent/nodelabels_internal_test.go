@@ -56,7 +56,7 @@ func TestNodeLabelsWatch(t *testing.T) {
 	srv := kubeapitest.NewNodeServer(t, "n1", map[string]string{"nodeType": "a"})
 	srv.FailGets(http.StatusInternalServerError, http.StatusServiceUnavailable)
 	l := runLabels(t, srv)
-	if !l.wait(context.Background(), 10*time.Second) {
+	if !l.wait(context.Background(), time.Until(testwait.Deadline(t))) {
 		t.Fatalf("labels not read: %v", l.lastError())
 	}
 	waitLabels(t, l, map[string]string{"nodeType": "a"})
@@ -142,7 +142,7 @@ func TestStartNodes(t *testing.T) {
 
 	t.Run("labels select the config", func(t *testing.T) {
 		srv := kubeapitest.NewNodeServer(t, "n1", map[string]string{"nodeType": "b"})
-		start, next, file, err := startNodes(ctx, startConfig(t, srv.URL), 10*time.Second, 10*time.Second, log)
+		start, next, file, err := startNodes(ctx, startConfig(t, srv.URL), time.Hour, time.Hour, log)
 		if err != nil || start != file || next != nil || describe(file.Pools) != "default=0-3,6-51,54-95 exclusive_a=4-5,52-53" {
 			t.Fatalf("startNodes = %v, %v, %s, %v", start, next, describe(file.Pools), err)
 		}
@@ -158,7 +158,7 @@ func TestStartNodes(t *testing.T) {
 		if err := saveInForce(cfg.CheckpointDir, a.Pools); err != nil {
 			t.Fatal(err)
 		}
-		start, next, file, err := startNodes(ctx, cfg, 10*time.Second, 10*time.Second, log)
+		start, next, file, err := startNodes(ctx, cfg, time.Hour, time.Hour, log)
 		if err != nil || describe(start.Pools) != "default=0-1,4-49,52-95 exclusive_a=2-3,50-51" || next != file ||
 			describe(file.Pools) != "default=0-3,6-51,54-95 exclusive_a=4-5,52-53" {
 			t.Fatalf("startNodes = %s, %v, %s, %v; want a's layout, then b's", describe(start.Pools), next, describe(file.Pools), err)

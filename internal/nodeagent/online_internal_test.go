@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 type topoRecorder chan *topology.Topology
@@ -43,7 +44,7 @@ func TestWatchOnline(t *testing.T) {
 		if err := os.Rename(online+".tmp", online); err != nil { // sysfs reads are atomic
 			t.Fatal(err)
 		}
-		topo := receive(t, got, "a topology after writing online="+tc.online)
+		topo := testwait.Receive(t, got, "a topology after writing online="+tc.online)
 		if topo.Offline.String() != tc.offline || topo.Online().Intersection(topo.Offline).Size() != 0 {
 			t.Errorf("online %q: topology offline %s, online %s; want offline %q", tc.online, topo.Offline, topo.Online(), tc.offline)
 		}

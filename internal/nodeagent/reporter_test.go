@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,6 +20,7 @@ import (
 	"github.com/podfence/podfence/internal/nodeagent/cgroups/cgroupstest"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
 	"github.com/podfence/podfence/internal/observe/metrics"
+	"github.com/podfence/podfence/internal/testwait"
 	"github.com/podfence/podfence/podapi"
 )
 
@@ -115,13 +115,7 @@ func (s *eventServer) kubeconfig(t *testing.T) string {
 
 func (s *eventServer) wait(t *testing.T) corev1.Event {
 	t.Helper()
-	select {
-	case ev := <-s.events:
-		return ev
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event posted")
-	}
-	return corev1.Event{}
+	return testwait.Receive(t, s.events, "an event posted")
 }
 
 // opsRuntime is the NRI runtime side.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -54,8 +55,7 @@ func TestUntilGivesUp(t *testing.T) {
 // TestEventuallyFails: a condition that never holds fails the test, naming what it waited
 // for and the last error.
 func TestEventuallyFails(t *testing.T) {
-	timeout = 20 * time.Millisecond
-	defer func() { timeout = Timeout }()
+	shorten(t, 20*time.Millisecond)
 	rec := &recorder{TB: t}
 	done := make(chan struct{})
 	go func() {
@@ -66,6 +66,71 @@ func TestEventuallyFails(t *testing.T) {
 	if !rec.failed || !strings.HasSuffix(rec.msg, "waiting for the impossible: never") {
 		t.Errorf("failed %v, message %q; want a failure naming the impossible and the error never", rec.failed, rec.msg)
 	}
+}
+
+// TestReceiveFails: a channel that never delivers fails the test at the deadline, naming
+// what it waited for; a value sent is returned.
+func TestReceiveFails(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	if v := Receive(t, ch, "seven"); v != 7 {
+		t.Errorf("Receive = %d, want 7", v)
+	}
+	shorten(t, 20*time.Millisecond)
+	rec := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Receive(rec, ch, "a value never sent")
+	}()
+	<-done
+	if !rec.failed || !strings.HasSuffix(rec.msg, "waiting for a value never sent") {
+		t.Errorf("failed %v, message %q; want a failure naming a value never sent", rec.failed, rec.msg)
+	}
+}
+
+// TestDeadline: a wait ends shortly before the test binary's own deadline, leaving it time
+// to report; without one (a benchmark), and in a synctest bubble, Timeout from now.
+func TestDeadline(t *testing.T) {
+	if end, ok := t.Deadline(); ok {
+		if d := Deadline(t); !d.Before(end) || end.Sub(d) > grace {
+			t.Errorf("Deadline %s, test binary's deadline %s: want at most %s before it", d, end, grace)
+		}
+	}
+	b := &testing.B{}
+	if left := time.Until(Deadline(b)); left <= Timeout-time.Minute || left > Timeout {
+		t.Errorf("Deadline without a test deadline in %s, want %s", left, Timeout)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		if left := time.Until(Deadline(t)); left != Timeout {
+			t.Errorf("Deadline in a synctest bubble in %s, want %s", left, Timeout)
+		}
+	})
+}
+
+// TestWaiting: a goroutine blocked in a function is waiting there; once it runs on, and in
+// a function nothing calls, it is not.
+func TestWaiting(t *testing.T) {
+	block, done := make(chan struct{}), make(chan struct{})
+	go func() { blockedIn(block); close(done) }()
+	Eventually(t, "blockedIn to wait", func() bool { return Waiting("testwait.blockedIn(") })
+	if Waiting("testwait.neverCalled(") {
+		t.Error("a function nothing calls is waiting")
+	}
+	close(block)
+	<-done
+	if Waiting("testwait.blockedIn(") {
+		t.Error("blockedIn still waiting after it returned")
+	}
+}
+
+//go:noinline
+func blockedIn(c chan struct{}) { <-c }
+
+// shorten makes this test's waits end after d.
+func shorten(t *testing.T, d time.Duration) {
+	deadline = func(testing.TB) time.Time { return time.Now().Add(d) }
+	t.Cleanup(func() { deadline = testDeadline })
 }
 
 // recorder catches Fatalf: it records the message and ends the goroutine, as t.Fatalf does.

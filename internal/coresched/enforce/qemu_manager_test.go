@@ -174,16 +174,17 @@ func watcherExecs(t *testing.T, repairs chan Repair, path string, want kernel.Co
 // execRepair waits for the watcher's repair of helper h's exec and returns its delay.
 func execRepair(t *testing.T, repairs chan Repair, h *child, what string) time.Duration {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
+	deadline := time.NewTimer(time.Until(testwait.Deadline(t)))
+	defer deadline.Stop()
 	for {
 		select {
 		case r := <-repairs:
 			if r.Pid == h.pid && r.Event == "exec" {
 				return r.Delay
 			}
-		case <-deadline:
+		case <-deadline.C:
 			h.stop()
-			t.Fatalf("%s: no watcher repair of pid %d within 5 s", what, h.pid)
+			t.Fatalf("%s: no watcher repair of pid %d", what, h.pid)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -20,8 +21,11 @@ import (
 // TestReadableWait: cookies read back as 0 for the first seconds after boot. New probes
 // again until they read back (by default for up to 10 s), and only then says core
 // scheduling is on; a node where they never do within the wait is unsupported, and says
-// after how long. A node that reads them at once is probed once.
-func TestReadableWait(t *testing.T) {
+// after how long. A node that reads them at once is probed once. In a synctest bubble, the
+// waits between probes take no time: the default wait is met however slow the machine.
+func TestReadableWait(t *testing.T) { synctest.Test(t, testReadableWait) }
+
+func testReadableWait(t *testing.T) {
 	n := newFakeNode(t)
 	m, _ := n.manager(Config{})
 	if err := m.Status().Err; err != nil || n.probes != 1 {

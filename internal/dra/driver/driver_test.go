@@ -124,7 +124,7 @@ func unit(device string) resourceapi.DeviceRequestAllocationResult {
 
 func prepare(t *testing.T, c drapb.DRAPluginClient, uid, name string) *drapb.NodePrepareResourceResponse {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	resp, err := c.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{
 		Claims: []*drapb.Claim{{Namespace: "ns", Uid: uid, Name: name}}})

@@ -2,11 +2,11 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,13 +80,9 @@ func reservedPods(c *resourceapi.ResourceClaim) []string {
 // the test if another version of that claim, or another claim, comes first.
 func (r *watchRig) next(t *testing.T, uid string, pods ...string) {
 	t.Helper()
-	select {
-	case h := <-r.handled:
-		if h.uid != uid || !slices.Equal(h.pods, pods) {
-			t.Fatalf("watch handed claim %s reserved for %v; want claim %s reserved for %v", h.uid, h.pods, uid, pods)
-		}
-	case <-time.After(testwait.Timeout):
-		t.Fatalf("timed out after %s waiting for claim %s reserved for %v", testwait.Timeout, uid, pods)
+	h := testwait.Receive(t, r.handled, fmt.Sprintf("claim %s reserved for %v", uid, pods))
+	if h.uid != uid || !slices.Equal(h.pods, pods) {
+		t.Fatalf("watch handed claim %s reserved for %v; want claim %s reserved for %v", h.uid, h.pods, uid, pods)
 	}
 }
 

@@ -1,6 +1,9 @@
 package authz_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -8,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/podfence/podfence/internal/kube/authz"
@@ -30,13 +34,23 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 }
 func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
-// guarded serves "secret" at every path behind a Reviewer asking api.
+// noTimeout stands for opt's zero Timeout, AllowTTL and DenyTTL in these tests: longer than
+// any test run, so that a loaded machine meets no limit the test is not about.
+const noTimeout = time.Hour
+
+// secret serves "secret".
+var secret = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "secret\n") })
+
+// guarded serves secret at every path behind a Reviewer asking api, with opt's zero
+// durations noTimeout.
 func guarded(t *testing.T, api *authztest.APIServer, opt authz.Options) *httptest.Server {
 	t.Helper()
-	h := authz.New(api.Client(t), opt, quiet()).Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "secret\n")
-	}))
-	srv := httptest.NewServer(h)
+	for _, d := range []*time.Duration{&opt.Timeout, &opt.AllowTTL, &opt.DenyTTL} {
+		if *d == 0 {
+			*d = noTimeout
+		}
+	}
+	srv := httptest.NewServer(authz.New(api.Client(t), opt, quiet()).Wrap(secret))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -119,28 +133,87 @@ func TestReviewExpires(t *testing.T) {
 	}
 }
 
-// TestAPIServerDown: an API server that does not answer in time, or at all, is 503 within
-// the timeout, and nothing is kept: the next request asks again.
+// TestAPIServerDown: an API server that does not answer in time, or at all, is 503 at the
+// timeout, and nothing is kept: the next request asks again. In a synctest bubble, with the
+// API server in process: the timeout passes only while every goroutine waits, so it is met
+// exactly, and the answer after it comes however slow the machine.
 func TestAPIServerDown(t *testing.T) {
-	api := authztest.New(t)
-	api.User("prom-token", "prometheus", "/metrics")
-	srv := guarded(t, api, authz.Options{Timeout: 100 * time.Millisecond})
-	api.Hang(true)
-	start := time.Now()
-	if code, body, _ := get(t, srv.URL+"/metrics", "prom-token"); code != 503 || body != "cannot verify the token now; try again later\n" {
-		t.Errorf("API server hanging: %d %q", code, body)
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 100 * time.Millisecond
+		api := &inProcessAPI{hang: make(chan struct{})}
+		h := authz.New(api, authz.Options{Timeout: timeout}, quiet()).Wrap(secret)
+		get := func(token string) (int, string) {
+			rec := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			r.Header.Set("Authorization", "Bearer "+token)
+			h.ServeHTTP(rec, r)
+			return rec.Code, rec.Body.String()
+		}
+		start := time.Now()
+		if code, body := get("prom-token"); code != 503 || body != "cannot verify the token now; try again later\n" {
+			t.Errorf("API server hanging: %d %q", code, body)
+		}
+		if d := time.Since(start); d != timeout {
+			t.Errorf("answered after %s, want the timeout %s", d, timeout)
+		}
+		api.set(nil, false)
+		if code, _ := get("prom-token"); code != 200 {
+			t.Errorf("API server back: %d", code)
+		}
+		if n := api.count(); n != 3 {
+			t.Errorf("%d API calls, want 3: the TokenReview that hung, then both reviews again", n)
+		}
+		api.set(nil, true)
+		if code, _ := get("other-token"); code != 503 {
+			t.Errorf("API server down: %d", code)
+		}
+	})
+}
+
+// inProcessAPI answers reviews without a network: every token is user prometheus, allowed
+// everything. Its calls wait while hang is open (or until their context ends); down fails
+// them at once.
+type inProcessAPI struct {
+	mu    sync.Mutex
+	hang  chan struct{}
+	down  bool
+	calls int
+}
+
+func (a *inProcessAPI) set(hang chan struct{}, down bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.hang, a.down = hang, down
+}
+
+func (a *inProcessAPI) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.calls
+}
+
+func (a *inProcessAPI) Call(ctx context.Context, _, path, _ string, _ []byte) ([]byte, error) {
+	a.mu.Lock()
+	a.calls++
+	hang, down := a.hang, a.down
+	a.mu.Unlock()
+	if hang != nil {
+		select {
+		case <-hang:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("answered after %s, want about the 100ms timeout", d)
+	if down {
+		return nil, errors.New("connection refused")
 	}
-	api.Hang(false)
-	if code, _, _ := get(t, srv.URL+"/metrics", "prom-token"); code != 200 {
-		t.Errorf("API server back: %d", code)
+	switch path {
+	case authz.TokenReviewPath:
+		return []byte(`{"status":{"authenticated":true,"user":{"username":"prometheus"}}}`), nil
+	case authz.SubjectAccessReviewPath:
+		return []byte(`{"status":{"allowed":true}}`), nil
 	}
-	api.Close() // down: connection refused
-	if code, _, _ := get(t, srv.URL+"/metrics", "other-token"); code != 503 {
-		t.Errorf("API server down: %d", code)
-	}
+	return nil, fmt.Errorf("POST %s: 404 Not Found", path)
 }
 
 // TestAgentWithoutRBAC: an agent whose own service account may not create reviews (the API
@@ -153,7 +226,7 @@ func TestAgentWithoutRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs lockedBuffer
-	h := authz.New(c, authz.Options{}, slog.New(slog.NewTextHandler(&logs, nil))).Wrap(http.NotFoundHandler())
+	h := authz.New(c, authz.Options{Timeout: noTimeout}, slog.New(slog.NewTextHandler(&logs, nil))).Wrap(http.NotFoundHandler())
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	if code, _, _ := get(t, srv.URL+"/metrics", "prom-token"); code != 503 {

@@ -103,12 +103,13 @@ func (k *fakeKubelet) Register(_ context.Context, req *pluginapi.RegisterRequest
 func (k *fakeKubelet) registrations(t *testing.T, n int) map[string]*pluginapi.RegisterRequest {
 	t.Helper()
 	out := map[string]*pluginapi.RegisterRequest{}
-	timeout := time.After(10 * time.Second)
+	timeout := time.NewTimer(time.Until(testwait.Deadline(t)))
+	defer timeout.Stop()
 	for len(out) < n {
 		select {
 		case r := <-k.reqs:
 			out[r.ResourceName] = r
-		case <-timeout:
+		case <-timeout.C:
 			t.Fatalf("got %d registrations, want %d: %v", len(out), n, out)
 		}
 	}
@@ -190,7 +191,7 @@ func started(t *testing.T) (*Plugin, map[string]pluginapi.DevicePluginClient) {
 }
 
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // node is what a runtime reports at Synchronize: its pods and containers.
@@ -48,7 +48,7 @@ func synced(t *testing.T, pn *plan.Node, cp nriplugin.Checkpoint, rn *node) *nri
 	t.Helper()
 	a := nriplugin.New(pn, cp, testLogger(t), nriplugin.Options{})
 	t.Cleanup(func() { _ = a.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	if upd, err := a.Synchronize(ctx, rn.pods, rn.ctrs); err != nil || len(upd) > 0 {
 		t.Fatalf("Synchronize: %v, updates %v", err, upd)

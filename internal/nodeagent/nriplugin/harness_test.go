@@ -136,7 +136,7 @@ func startAgentLog(tb testing.TB, rt *runtime, node *plan.Node, cp nriplugin.Che
 // waitSync waits for the agent's n-th Synchronize and for the runtime to register it.
 func (ar *agentRun) waitSync(tb testing.TB, rt *runtime, n int) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(tb))
 	defer cancel()
 	if err := ar.WaitSynchronized(ctx, n); err != nil {
 		tb.Fatalf("agent not synchronized %d times: %v", n, err)
@@ -204,6 +204,7 @@ func (rt *runtime) start() {
 	if rt.kill {
 		sock = filepath.Join(rt.dir, "rt.sock")
 	}
+	nritest.NoPluginTimeouts()
 	r, err := adaptation.New("fake-runtime", "1.0.0", rt.synchronize, rt.update,
 		adaptation.WithPluginPath(filepath.Join(rt.dir, "plugins")),
 		adaptation.WithPluginConfigPath(filepath.Join(rt.dir, "conf.d")),

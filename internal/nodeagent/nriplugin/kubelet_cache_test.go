@@ -7,13 +7,13 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/podfence/podfence/internal/kube/podresources"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // countingKubelet is the kubelet's pod resources API answering from memory, counting the
@@ -88,7 +88,7 @@ func TestKubeletAskedOncePerPod(t *testing.T) {
 	if got := lb.lines("kubelet pod resources not read at RunPodSandbox", "kubelet down"); len(got) != 1 {
 		t.Errorf("a failed read logged %q; want one line", got)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithDeadline(t.Context(), testwait.Deadline(t))
 	defer cancel()
 	if _, err := a.Synchronize(ctx, rn.pods, rn.ctrs); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,13 +30,14 @@ pools:
 `
 
 // setupKubelet starts a runtime and an agent on kubeletPools that reads the kubelet's
-// devices from a fake kubelet.
-func setupKubelet(t *testing.T, opts nriplugin.Options) (*runtime, *agentRun, *podresourcestest.Server) {
+// devices from a fake kubelet, through client.
+func setupKubelet(t *testing.T, opts nriplugin.Options) (rt *runtime, ar *agentRun, kubelet *podresourcestest.Server,
+	client *patient) {
 	t.Helper()
-	kubelet, client := fakeKubelet(t)
+	kubelet, client = fakeKubelet(t)
 	opts.PodResources = client
-	rt := newRuntime(t)
-	return rt, startAgent(t, rt, newNode(t, testTopology, kubeletPools), openStore(t, t.TempDir()), opts), kubelet
+	rt = newRuntime(t)
+	return rt, startAgent(t, rt, newNode(t, testTopology, kubeletPools), openStore(t, t.TempDir()), opts), kubelet, client
 }
 
 // has checks what a container runs on: its cpuset and CPU variables, and, where want sets
@@ -50,7 +52,7 @@ func has(t *testing.T, c created, w want) {
 }
 
 // fakeKubelet serves the pod resources API on a unix socket and returns it with a client.
-func fakeKubelet(t testing.TB) (*podresourcestest.Server, *podresources.Client) {
+func fakeKubelet(t testing.TB) (*podresourcestest.Server, *patient) {
 	t.Helper()
 	srv := podresourcestest.Start(t, filepath.Join(nritest.ShortDir(t), "kubelet.sock"))
 	c, err := podresources.Dial(srv.Socket)
@@ -58,7 +60,31 @@ func fakeKubelet(t testing.TB) (*podresourcestest.Server, *podresources.Client) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return srv, c
+	return srv, &patient{Client: c}
+}
+
+// patient is a pod resources client whose calls drop the agent's bound on them
+// (Options.PodResourcesTimeout, a second for Synchronize's List) unless bounded is set: the
+// answer of a kubelet that answers comes however slow the machine. Tests of the bound set
+// bounded.
+type patient struct {
+	*podresources.Client
+	bounded atomic.Bool
+}
+
+func (p *patient) ctx(ctx context.Context) context.Context {
+	if p.bounded.Load() {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
+
+func (p *patient) Pod(ctx context.Context, ref podresources.Ref, container string) (podresources.Pod, error) {
+	return p.Client.Pod(p.ctx(ctx), ref, container)
+}
+
+func (p *patient) List(ctx context.Context) (map[podresources.Ref]podresources.Pod, error) {
+	return p.Client.List(p.ctx(ctx))
 }
 
 // millicpu returns n shared-pool device IDs as CPU-Pooler names them ("0", "1", ...).
@@ -95,7 +121,7 @@ func (rt *runtime) createEnv(pod *api.PodSandbox, name string, env ...string) (c
 // the devices the kubelet allocated them (exclusive CPUs as allocated, a share of as many
 // millicpu as devices), asked once per pod; annotated pods are not asked about.
 func TestKubeletDevices(t *testing.T) {
-	rt, _, kubelet := setupKubelet(t, nriplugin.Options{})
+	rt, _, kubelet, _ := setupKubelet(t, nriplugin.Options{})
 	for _, tc := range []struct {
 		pod  string
 		devs map[string][]string
@@ -138,7 +164,7 @@ func TestKubeletDevices(t *testing.T) {
 // TestKubeletDevicesForgottenWithTheSandbox: RemovePodSandbox drops what the kubelet said of
 // the pod, so a new sandbox of it asks again.
 func TestKubeletDevicesForgottenWithTheSandbox(t *testing.T) {
-	rt, _, kubelet := setupKubelet(t, nriplugin.Options{})
+	rt, _, kubelet, _ := setupKubelet(t, nriplugin.Options{})
 	kubelet.SetPod("ns", "web", map[string]map[string][]string{"app": {"podfence.io/exclusive_b": {"4"}}})
 	old := rt.runPod("web", nil)
 	rt.removeCtr(rt.mustCreate(old, "app", nil).ctr)
@@ -170,9 +196,11 @@ func (rt *runtime) ctrNamed(t *testing.T, pod *api.PodSandbox, name string) *api
 // TestKubeletSilent: a kubelet that does not answer holds no creation past the bound (the
 // runtime side would fail the call itself after 2 s): a container without CPU pool devices in
 // its environment is created in the default pool; one with them is refused, and created once
-// the kubelet answers.
+// the kubelet answers. The kubelet waits for the call's deadline: the bound is met however
+// slow the machine; the answer after it is awaited without the bound.
 func TestKubeletSilent(t *testing.T) {
-	rt, _, kubelet := setupKubelet(t, nriplugin.Options{PodResourcesTimeout: 50 * time.Millisecond})
+	rt, _, kubelet, client := setupKubelet(t, nriplugin.Options{PodResourcesTimeout: 50 * time.Millisecond})
+	client.bounded.Store(true)
 	kubelet.SetPod("ns", "plain", map[string]map[string][]string{"app": nil})
 	kubelet.SetPod("ns", "shared", map[string]map[string][]string{"app": {"podfence.io/shared_s": millicpu(200)}})
 	kubelet.Block()
@@ -189,6 +217,7 @@ func TestKubeletSilent(t *testing.T) {
 		t.Fatalf("a container with pool devices the kubelet did not tell: %v; want refused", err)
 	}
 	kubelet.Unblock()
+	client.bounded.Store(false) // the kubelet answers now: past the 50 ms, if the machine is slow
 	c, err = rt.createEnv(pod, "app", "SHARED_CPUS=1,9")
 	if err != nil {
 		t.Fatal(err)

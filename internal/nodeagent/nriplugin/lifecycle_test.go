@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
@@ -16,6 +15,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // held lists "container:cpus" for every allocation, sorted.
@@ -135,11 +135,7 @@ func TestReconnectAfterRuntimeRestart(t *testing.T) {
 	a := rt.mustCreate(rt.runPod("a", poolReq(`{"app": {"exclusive_b": 2}}`)), "app", nil)
 	rt.stop()
 	for range 2 { // the agent tried and failed while the runtime was away
-		select {
-		case <-failed:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the agent did not try to reconnect")
-		}
+		testwait.Receive(t, failed, "the agent to try to reconnect")
 	}
 	rt.start()
 	ar.waitSync(t, rt, 2)
@@ -195,12 +191,14 @@ func TestCheckpointOffTheHotPath(t *testing.T) {
 	for i := range 3 {
 		rt.mustCreate(rt.runPod(fmt.Sprint("p", i), poolReq(`{"app": {"exclusive_b": 1}}`)), "app", nil)
 	}
-	flushed := make(chan error)
+	flushed := make(chan error, 1)
 	go func() { flushed <- ar.Flush() }()
-	select {
-	case <-flushed:
+	// Flush waiting, not a pause, shows it did not return while the store was blocked.
+	testwait.Eventually(t, "Flush to wait for the store, or return", func() bool {
+		return len(flushed) > 0 || testwait.Waiting("nriplugin.(*Plugin).Flush(")
+	})
+	if len(flushed) > 0 {
 		t.Fatal("Flush returned while the store was blocked")
-	case <-time.After(20 * time.Millisecond):
 	}
 	close(slow.release)
 	if err := <-flushed; err != nil {

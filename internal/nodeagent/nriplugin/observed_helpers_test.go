@@ -8,10 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // logBuf is an agent's log as text, kept for the test to read (and echoed to the test log).
@@ -57,7 +57,7 @@ func syncedLog(t *testing.T, pn *plan.Node, cp nriplugin.Checkpoint, rn *node, o
 	lb, log := newLogBuf(t)
 	a := nriplugin.New(pn, cp, log, opts)
 	t.Cleanup(func() { _ = a.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	if upd, err := a.Synchronize(ctx, rn.pods, rn.ctrs); err != nil || len(upd) > 0 {
 		t.Fatalf("Synchronize: %v, updates %v", err, upd)

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // TestReload: a new pool config is taken only if every running container fits it as it
@@ -86,13 +86,9 @@ func TestReloadWaitsForEveryRunningContainer(t *testing.T) {
 	default:
 	}
 	rt.removeCtr(plain.ctr)
-	select {
-	case n := <-taken:
-		if _, ok := n.Pools.Pool("exclusive_c"); !ok {
-			t.Fatalf("the layout taken has no exclusive_c: %v", n.Pools.Source)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the pending config was not taken after its last blocking container ended")
+	n := testwait.Receive(t, taken, "the pending config to be taken after its last blocking container ended")
+	if _, ok := n.Pools.Pool("exclusive_c"); !ok {
+		t.Fatalf("the layout taken has no exclusive_c: %v", n.Pools.Source)
 	}
 	if _, ok := ar.PendingReload(); ok {
 		t.Error("a config is still pending after it was taken")

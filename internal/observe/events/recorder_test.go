@@ -68,11 +68,7 @@ func TestRecorderRateLimits(t *testing.T) {
 				func() bool { return counted(t, r, "rate_limited") >= limited })
 		}
 		for range posts {
-			select {
-			case <-s.done:
-			case <-time.After(5 * time.Second):
-				t.Fatalf("%s %s not posted", pod, reason)
-			}
+			testwait.Receive(t, s.done, fmt.Sprintf("%s %s to be posted", pod, reason))
 		}
 	}
 	send("a", "Refused", 1)

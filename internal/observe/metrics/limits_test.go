@@ -12,14 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/podfence/podfence/internal/observe/metrics"
+	"github.com/podfence/podfence/internal/testwait"
 )
 
 // TestIdleConnectionClosed: a kept-alive connection that sends nothing more is closed by the
 // server after Limits.Idle (it used to be held until the client left: thousands of them
-// were). The test reads until the server's EOF; the deadline bounds a failure.
+// were). The test reads until the server's EOF; the deadline bounds a failure. The other
+// limits are an hour: nothing but Idle can close the connection, however slow the machine.
 func TestIdleConnectionClosed(t *testing.T) {
 	srv, err := metrics.Listen("127.0.0.1:0", prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
-		metrics.WithLimits(metrics.Limits{Idle: 50 * time.Millisecond}))
+		metrics.WithLimits(metrics.Limits{ReadHeader: time.Hour, Read: time.Hour, Write: time.Hour, Idle: 50 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +42,7 @@ func TestIdleConnectionClosed(t *testing.T) {
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != 200 || resp.Close {
 		t.Fatalf("/healthz: %d, close %v, %v; want 200 on a kept-alive connection", resp.StatusCode, resp.Close, err)
 	}
-	// The deadline is below the default Limits.Read, which closes idle connections too when Idle is 0.
-	if err := conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+	if err := conn.SetReadDeadline(testwait.Deadline(t)); err != nil {
 		t.Fatal(err)
 	}
 	if rest, err := io.ReadAll(rd); err != nil || len(rest) != 0 {

@@ -108,7 +108,7 @@ func standIns(t *testing.T) (hyp, shim int, hotplug func()) {
 		_ = cmd.Wait()
 		_ = syscall.Kill(hyp, syscall.SIGKILL)
 		// The orphan is reaped by init; its cgroup can go only once it has.
-		if !testwait.Until(testwait.Timeout, func() bool { return !alive(hyp) }) {
+		if !testwait.Until(time.Until(testwait.Deadline(t)), func() bool { return !alive(hyp) }) {
 			t.Errorf("clean-up: the stand-in hypervisor %d still runs after SIGKILL", hyp)
 		}
 	})
@@ -140,13 +140,7 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 		l, _ := r.ReadString('\n')
 		got <- strings.TrimSpace(l)
 	}()
-	select {
-	case l := <-got:
-		return l
-	case <-time.After(30 * time.Second):
-		t.Fatal("no word from the stand-in hypervisor in 30s")
-		return ""
-	}
+	return testwait.Receive(t, got, "a word from the stand-in hypervisor")
 }
 
 // realLayout returns the machine's cgroup layout, or skips: the test needs root and the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"k8s.io/utils/cpuset"
 
@@ -137,7 +138,7 @@ func evacuateAndRemove(t *testing.T, dir string) {
 			_ = cgroups.Write(root, "cgroup.procs", pid)
 		}
 		var err error
-		testwait.Until(testwait.Timeout, func() bool { // EBUSY: a killed task still exiting
+		testwait.Until(time.Until(testwait.Deadline(t)), func() bool { // EBUSY: a killed task still exiting
 			err = cgroups.Rmdir(d)
 			return !errors.Is(err, syscall.EBUSY)
 		})
