@@ -8,6 +8,8 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/podfence/podfence/internal/manifest"
 )
 
 // TestDeployConfigs reads the webhook configurations of deploy/webhook strictly as the API
@@ -126,5 +128,27 @@ func TestDeployWebhookAlerts(t *testing.T) {
 		if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, metric) }) {
 			t.Errorf("no rule on %s", metric)
 		}
+	}
+}
+
+// TestDeployResources: every container of deploy/, built with every component (init
+// containers included), sets CPU and memory requests and a memory limit
+// (manifest.CheckResources; hack/helmcheck checks the chart's renderings the same way).
+func TestDeployResources(t *testing.T) {
+	dir := copyDeploy(t)
+	editKustomization(t, dir, map[string]string{`(?m)^(\s*)- certs\b.*$`: "${1}- cert-manager",
+		`(?m)^(\s*)# - extender$`: "${1}- extender", `(?m)^(\s*)# - admission-policy$`: "${1}- admission-policy",
+		`(?m)^(\s*)# - agent-privileged\b.*$`: "${1}- agent-privileged", `(?m)^(\s*)# - dra\b.*$`: "${1}- dra"})
+	workloads := 0
+	for _, o := range splitObjects(t, kustomizeBuilder(t)(t, dir)) {
+		if err := manifest.CheckResources(o.raw); err != nil {
+			t.Error(err)
+		}
+		if slices.Contains([]string{"DaemonSet", "Deployment"}, o.kind) {
+			workloads++
+		}
+	}
+	if workloads < 3 {
+		t.Errorf("%d DaemonSets and Deployments in the build, want the agent's, the webhook's and the scheduler's", workloads)
 	}
 }
