@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes/fake"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -247,5 +249,19 @@ func TestRunRefusesPlainHTTPOffLoopback(t *testing.T) {
 		if err == nil || err.Error() != want {
 			t.Errorf("Run on %s = %v, want %s", addr, err, want)
 		}
+	}
+}
+
+// TestRunRefusesFIFOCertificate: a named pipe (nothing writes to it) as --tls-cert is
+// refused at once with an error naming it.
+func TestRunRefusesFIFOCertificate(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tls.crt")
+	if err := unix.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), Config{Client: fake.NewClientset(), Address: "127.0.0.1:0", DefaultGroup: coresched.ByNamespace,
+		CertFile: p, KeyFile: p}, quiet())
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "not a regular file (a named pipe)") {
+		t.Errorf("Run with a FIFO certificate: %v, want an error naming %s, not a regular file", err, p)
 	}
 }
