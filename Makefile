@@ -35,6 +35,7 @@ lint:
 # (internal/testwait), never at a time of their own.
 unit:
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	$(GO) test -count=1 -timeout 30m -run 'Memory' ./internal/extender
 
 # Every fuzz target, FUZZTIME each.
 fuzz:

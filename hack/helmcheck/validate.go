@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/podfence/podfence/internal/manifest"
 )
 
 // strictDecoder decodes the built-in kinds of client-go's scheme, refusing unknown and
@@ -25,7 +27,8 @@ type Validation struct {
 // Validate decodes each object strictly as its API type and checks its namespace: every
 // namespaced object must name namespace (a rendering applied with kubectl lands there),
 // no cluster-scoped one may name any. podfence's own ConfigMaps must hold files podfence
-// reads (checkContent).
+// reads (checkContent); every container requests CPU and memory and has a memory limit
+// (manifest.CheckResources).
 func Validate(objs []Object, namespace string) []Validation {
 	out := make([]Validation, 0, len(objs))
 	for _, o := range objs {
@@ -43,6 +46,9 @@ func Validate(objs []Object, namespace string) []Validation {
 		}
 		if v.Err == nil {
 			v.Err = checkContent(o)
+		}
+		if v.Err == nil {
+			v.Err = manifest.CheckResources(o.Raw)
 		}
 		out = append(out, v)
 	}

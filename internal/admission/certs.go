@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"crypto/tls"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // CertReloader serves a TLS certificate read from a PEM certificate (chain) file and a PEM
@@ -36,11 +37,11 @@ func NewCertReloader(certFile, keyFile string) (*CertReloader, error) {
 func (c *CertReloader) Reload() (changed bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	certPEM, err := os.ReadFile(c.certFile)
+	certPEM, err := regfile.ReadFile(c.certFile)
 	if err != nil {
 		return false, fmt.Errorf("read TLS certificate: %w", err)
 	}
-	keyPEM, err := os.ReadFile(c.keyFile)
+	keyPEM, err := regfile.ReadFile(c.keyFile)
 	if err != nil {
 		return false, fmt.Errorf("read TLS key: %w", err)
 	}

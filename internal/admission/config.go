@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/podfence/podfence/internal/coresched"
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/pools"
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // Config is what the webhook knows beyond the pod. The zero Config (and a nil one) checks
@@ -173,7 +173,7 @@ func (p *Profile) compile() error {
 
 // LoadProfiles reads a profile file (see ParseProfiles).
 func LoadProfiles(path string) ([]Profile, error) {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load core-scheduling profiles: %w", err)
 	}

@@ -7,7 +7,10 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/podfence/podfence/internal/manifest"
 )
 
 // TestDeployConfigs reads the webhook configurations of deploy/webhook strictly as the API
@@ -127,4 +130,96 @@ func TestDeployWebhookAlerts(t *testing.T) {
 			t.Errorf("no rule on %s", metric)
 		}
 	}
+}
+
+// TestDeployResources: every container of deploy/, built with every component (init
+// containers included), sets CPU and memory requests and a memory limit
+// (manifest.CheckResources; hack/helmcheck checks the chart's renderings the same way).
+func TestDeployResources(t *testing.T) {
+	dir := copyDeploy(t)
+	editKustomization(t, dir, map[string]string{`(?m)^(\s*)- certs\b.*$`: "${1}- cert-manager",
+		`(?m)^(\s*)# - extender$`: "${1}- extender", `(?m)^(\s*)# - admission-policy$`: "${1}- admission-policy",
+		`(?m)^(\s*)# - agent-privileged\b.*$`: "${1}- agent-privileged", `(?m)^(\s*)# - dra\b.*$`: "${1}- dra"})
+	workloads := 0
+	for _, o := range splitObjects(t, kustomizeBuilder(t)(t, dir)) {
+		if err := manifest.CheckResources(o.raw); err != nil {
+			t.Error(err)
+		}
+		if slices.Contains([]string{"DaemonSet", "Deployment"}, o.kind) {
+			workloads++
+		}
+	}
+	if workloads < 3 {
+		t.Errorf("%d DaemonSets and Deployments in the build, want the agent's, the webhook's and the scheduler's", workloads)
+	}
+}
+
+// TestDeployMetricsTLS: with cert-manager, the agents serve a certificate Prometheus can
+// verify: Certificate podfence-agent-metrics (its DNS name, from the CA Issuer) into the
+// Secret the agent DaemonSet mounts for --metrics-cert and --metrics-key; scrape.yaml's agent
+// job verifies it (ca_file, server_name that name) instead of skipping verification.
+func TestDeployMetricsTLS(t *testing.T) {
+	dir := copyDeploy(t)
+	editKustomization(t, dir, map[string]string{`(?m)^(\s*)- certs\b.*$`: "${1}- cert-manager"})
+	var cert struct {
+		Spec struct {
+			SecretName string   `json:"secretName"`
+			DNSNames   []string `json:"dnsNames"`
+			IssuerRef  struct {
+				Kind string `json:"kind"`
+				Name string `json:"name"`
+			} `json:"issuerRef"`
+		} `json:"spec"`
+	}
+	var ds appsv1.DaemonSet
+	for _, o := range splitObjects(t, kustomizeBuilder(t)(t, dir)) {
+		switch {
+		case o.kind == "Certificate" && o.name == "podfence-agent-metrics":
+			if err := yaml.Unmarshal(o.raw, &cert); err != nil {
+				t.Fatal(err)
+			}
+		case o.kind == "DaemonSet" && o.name == "podfence-agent":
+			decode(t, o, &ds)
+		}
+	}
+	if cert.Spec.SecretName == "" || len(cert.Spec.DNSNames) != 1 || cert.Spec.IssuerRef.Name != "podfence-webhook-ca" {
+		t.Fatalf("Certificate podfence-agent-metrics: %+v; want one DNS name, a Secret, Issuer podfence-webhook-ca", cert.Spec)
+	}
+	agent := ds.Spec.Template.Spec.Containers[0]
+	certFile, keyFile := flagValue(t, agent.Args, "--metrics-cert"), flagValue(t, agent.Args, "--metrics-key")
+	var mounted string
+	for _, m := range agent.VolumeMounts {
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == cert.Spec.SecretName {
+				mounted = m.MountPath
+			}
+		}
+	}
+	if mounted == "" || certFile != mounted+"/tls.crt" || keyFile != mounted+"/tls.key" {
+		t.Errorf("agent: --metrics-cert %q --metrics-key %q, Secret %s mounted at %q; want its tls.crt and tls.key",
+			certFile, keyFile, cert.Spec.SecretName, mounted)
+	}
+	b, err := os.ReadFile("../../deploy/prometheus/scrape.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scrape struct {
+		ScrapeConfigs []struct {
+			JobName   string         `json:"job_name"`
+			TLSConfig map[string]any `json:"tls_config"`
+		} `json:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(b, &scrape); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range scrape.ScrapeConfigs {
+		if j.JobName != "podfence-agent" {
+			continue
+		}
+		if j.TLSConfig["insecure_skip_verify"] == true || j.TLSConfig["ca_file"] == nil || j.TLSConfig["server_name"] != cert.Spec.DNSNames[0] {
+			t.Errorf("scrape.yaml podfence-agent tls_config %v: want ca_file and server_name %s, verification on", j.TLSConfig, cert.Spec.DNSNames[0])
+		}
+		return
+	}
+	t.Error("scrape.yaml: no job podfence-agent")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -32,22 +33,40 @@ func draBuild(t *testing.T) []object {
 	return splitObjects(t, kustomizeBuilder(t)(t, dir))
 }
 
-// TestDRAComponentDaemonSet: the component appends container podfence-dra to the agent
-// DaemonSet (the agent stays first), from the agent's image, with NODE_NAME, every
-// capability dropped, writable mounts only for what it writes, and a grant store that is the
-// agent's --dra-state-dir default, inside the agent's own /var/lib/podfence.
+// TestDRAComponentDaemonSet: the component adds DaemonSet podfence-dra with its own service
+// account, on the agent's nodes (nodeSelector, tolerations), from the agent's image, with
+// NODE_NAME, no host namespaces, every capability dropped, writable mounts only for what it
+// writes, a grant store that is the agent's --dra-state-dir default inside the agent's own
+// /var/lib/podfence, and the agent's checkpoint dir read-only. The agent pod is unchanged.
 func TestDRAComponentDaemonSet(t *testing.T) {
-	var ds appsv1.DaemonSet
+	var ds, agentDS appsv1.DaemonSet
 	for _, o := range draBuild(t) {
-		if o.kind == "DaemonSet" && o.name == "podfence-agent" {
+		switch {
+		case o.kind == "DaemonSet" && o.name == "podfence-dra":
 			decode(t, o, &ds)
+		case o.kind == "DaemonSet" && o.name == "podfence-agent":
+			decode(t, o, &agentDS)
 		}
 	}
-	spec := ds.Spec.Template.Spec
-	if len(spec.Containers) != 2 || spec.Containers[0].Name != "agent" || spec.Containers[1].Name != "podfence-dra" {
-		t.Fatalf("containers %v, want agent then podfence-dra", containerNames(spec.Containers))
+	spec, aspec := ds.Spec.Template.Spec, agentDS.Spec.Template.Spec
+	if len(spec.Containers) != 1 || spec.Containers[0].Name != "podfence-dra" || len(aspec.Containers) != 1 {
+		t.Fatalf("DaemonSet podfence-dra containers %v, agent's %v: want podfence-dra alone, the agent alone",
+			containerNames(spec.Containers), containerNames(aspec.Containers))
 	}
-	agent, drv := spec.Containers[0], spec.Containers[1]
+	agent, drv := aspec.Containers[0], spec.Containers[0]
+	if spec.ServiceAccountName != "podfence-dra" || aspec.ServiceAccountName != "podfence-agent" ||
+		spec.AutomountServiceAccountToken != nil && !*spec.AutomountServiceAccountToken {
+		t.Errorf("service accounts: driver %q, agent %q; want podfence-dra (its token mounted) and podfence-agent",
+			spec.ServiceAccountName, aspec.ServiceAccountName)
+	}
+	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
+		t.Errorf("host namespaces: network %v, pid %v, ipc %v; want none", spec.HostNetwork, spec.HostPID, spec.HostIPC)
+	}
+	if !reflect.DeepEqual(spec.NodeSelector, aspec.NodeSelector) || !reflect.DeepEqual(spec.Tolerations, aspec.Tolerations) ||
+		spec.PriorityClassName != aspec.PriorityClassName {
+		t.Errorf("driver on %v (tolerations %v, priority %q), agent on %v (%v, %q): want the same nodes",
+			spec.NodeSelector, spec.Tolerations, spec.PriorityClassName, aspec.NodeSelector, aspec.Tolerations, aspec.PriorityClassName)
+	}
 	if drv.Image != agent.Image || !slices.Equal(drv.Command, []string{"/usr/local/bin/podfence-dra"}) {
 		t.Errorf("image %q command %v, want the agent's image %q and /usr/local/bin/podfence-dra", drv.Image, drv.Command, agent.Image)
 	}
@@ -61,12 +80,16 @@ func TestDRAComponentDaemonSet(t *testing.T) {
 		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
 		t.Errorf("securityContext %+v: want unprivileged, no escalation, read-only root, every capability dropped, none added", sc)
 	}
-	hostPath := map[string]string{}
-	for _, v := range spec.Volumes {
-		if v.HostPath != nil {
-			hostPath[v.Name] = v.HostPath.Path
+	hostPaths := func(vs []corev1.Volume) map[string]string {
+		out := map[string]string{}
+		for _, v := range vs {
+			if v.HostPath != nil {
+				out[v.Name] = v.HostPath.Path
+			}
 		}
+		return out
 	}
+	hostPath, agentHostPath := hostPaths(spec.Volumes), hostPaths(aspec.Volumes)
 	var writable, readOnly []string
 	mountOf := map[string]string{} // host path → where the driver sees it
 	for _, m := range drv.VolumeMounts {
@@ -84,10 +107,11 @@ func TestDRAComponentDaemonSet(t *testing.T) {
 		t.Errorf("read-only mounts %v, want %v", readOnly, want)
 	}
 	// The agent's record of the layout in force, at the driver's --pools-in-force default.
-	for _, m := range drv.VolumeMounts {
-		if m.Name == "checkpoint" && (m.SubPath != "checkpoint" || m.MountPath != "/var/lib/podfence/checkpoint") {
-			t.Errorf("checkpoint mount %+v: want the agent's checkpoint dir (subPath checkpoint) at /var/lib/podfence/checkpoint", m)
-		}
+	agentCheckpoint := flagValue(t, agent.Args, "--checkpoint-dir")
+	if hostPath["checkpoint"] != agentCheckpoint || mountOf[agentCheckpoint] != "/var/lib/podfence/checkpoint" ||
+		!strings.HasPrefix(agentCheckpoint+"/", agentHostPath["checkpoint"]+"/") {
+		t.Errorf("checkpoint: host %s at %s; want the agent's --checkpoint-dir %s (under its host %s) at /var/lib/podfence/checkpoint",
+			hostPath["checkpoint"], mountOf[hostPath["checkpoint"]], agentCheckpoint, agentHostPath["checkpoint"])
 	}
 	for _, p := range []string{"/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi"} {
 		if mountOf[p] != p {
@@ -105,7 +129,7 @@ func TestDRAComponentDaemonSet(t *testing.T) {
 	}
 	agentSees := false
 	for _, m := range agent.VolumeMounts {
-		agentSees = agentSees || strings.HasPrefix(state+"/", m.MountPath+"/") && hostPath[m.Name] == m.MountPath
+		agentSees = agentSees || strings.HasPrefix(state+"/", m.MountPath+"/") && agentHostPath[m.Name] == m.MountPath
 	}
 	if !agentSees {
 		t.Errorf("the agent does not see the host's %s at the same path", state)
@@ -132,21 +156,35 @@ func flagValue(t *testing.T, args []string, name string) string {
 }
 
 // TestDRAComponentRBAC: the driver's ClusterRole is what its kubelet plugin needs and no
-// more, bound to the agent pod's service account in podfence's namespace.
+// more (no get or patch of slices: the slice controller lists, watches, creates, updates and
+// deletes), bound to its own service account in podfence's namespace; the agent's service
+// account has no right on ResourceSlices or claims.
 func TestDRAComponentRBAC(t *testing.T) {
 	var role rbacv1.ClusterRole
 	var binding rbacv1.ClusterRoleBinding
-	for _, o := range draBuild(t) {
+	var accounts []string
+	objs := draBuild(t)
+	for _, o := range objs {
 		switch {
 		case o.kind == "ClusterRole" && o.name == "podfence-dra":
 			decode(t, o, &role)
 		case o.kind == "ClusterRoleBinding" && o.name == "podfence-dra":
 			decode(t, o, &binding)
+		case o.kind == "ServiceAccount":
+			accounts = append(accounts, o.namespace+"/"+o.name)
+		case o.kind == "ClusterRole":
+			var r rbacv1.ClusterRole
+			decode(t, o, &r)
+			for _, rule := range r.Rules {
+				if slices.Contains(rule.APIGroups, "resource.k8s.io") || slices.Contains(rule.APIGroups, "*") {
+					t.Errorf("ClusterRole %s grants %v on %v of resource.k8s.io; want only podfence-dra to", r.Name, rule.Verbs, rule.Resources)
+				}
+			}
 		}
 	}
 	want := []rbacv1.PolicyRule{
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			Verbs: []string{"list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 	}
@@ -154,10 +192,13 @@ func TestDRAComponentRBAC(t *testing.T) {
 	if w, _ := yaml.Marshal(want); string(got) != string(w) {
 		t.Errorf("ClusterRole podfence-dra rules:\n%s\nwant\n%s", got, w)
 	}
-	if binding.RoleRef.Name != "podfence-dra" || len(binding.Subjects) != 1 || binding.Subjects[0].Name != "podfence-agent" ||
+	if binding.RoleRef.Name != "podfence-dra" || len(binding.Subjects) != 1 || binding.Subjects[0].Name != "podfence-dra" ||
 		binding.Subjects[0].Namespace != movedNamespace {
-		t.Errorf("ClusterRoleBinding podfence-dra: %+v %+v, want podfence-dra to podfence-agent in %s", binding.RoleRef,
+		t.Errorf("ClusterRoleBinding podfence-dra: %+v %+v, want podfence-dra to podfence-dra in %s", binding.RoleRef,
 			binding.Subjects, movedNamespace)
+	}
+	if !slices.Contains(accounts, movedNamespace+"/podfence-dra") {
+		t.Errorf("service accounts %v: want podfence-dra in %s", accounts, movedNamespace)
 	}
 }
 

@@ -1,7 +1,6 @@
 package extender
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,20 +11,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
-	kjson "sigs.k8s.io/json"
 
 	"github.com/podfence/podfence/internal/coresched"
-	"github.com/podfence/podfence/internal/kube/nodeinfo"
-	"github.com/podfence/podfence/internal/kube/quantityguard"
 )
 
-// Bounds on a request. A scheduler without nodeCacheCapable sends full Node objects: 5,000
-// of them are 50 to 100 MB. A request holds its body and what it decodes to (a few times the
-// body) until it is answered; at most maxInFlight are served at once.
+// Requests served at once (each holds what decode.go bounds), and the nodes between two
+// looks at a request's context.
 const (
-	maxBody     = 128 << 20
 	maxInFlight = 4
-	checkEvery  = 256 // nodes between two looks at the request's context
+	checkEvery  = 256
 )
 
 // NewHandler serves the extender API over c: POST /filter (ExtenderFilterResult), POST
@@ -68,13 +62,16 @@ func (h *handler) limit(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// request is a decoded ExtenderArgs: the pod, the candidate names and their facts.
+// request is a decoded ExtenderArgs: the pod, the candidate names (NodeNames, or the names
+// of Nodes) and their facts.
 type request struct {
-	args  extenderv1.ExtenderArgs
-	names []string
-	pod   Pod
-	err   error // the pod's group labels are unusable
-	facts []Facts
+	podObj *corev1.Pod
+	byName bool        // NodeNames given (nodeCacheCapable: true)
+	names  []string    // the candidates, in the order sent
+	nodes  []candidate // what was kept of Nodes, when they were sent instead of names
+	pod    Pod
+	err    error // the pod's group labels are unusable
+	facts  []Facts
 }
 
 // httpError is a request refused with status.
@@ -112,67 +109,30 @@ func (h *handler) read(w http.ResponseWriter, r *http.Request) (*request, error)
 		return nil, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json",
 			r.Header.Get("Content-Type"))}
 	}
-	body, err := readBody(w, r)
+	if r.ContentLength > maxBody {
+		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody)}
+	}
+	q, err := decodeArgs(w, r)
 	if err != nil {
 		return nil, err
-	}
-	if err := quantityguard.Check(body, quantityguard.For[extenderv1.ExtenderArgs](), "ExtenderArgs"); err != nil {
-		return nil, badRequest("%v", err)
 	}
 	if err := r.Context().Err(); err != nil {
 		return nil, fmt.Errorf("request ended: %w", err)
 	}
-	var q request
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &q.args); err != nil {
-		return nil, badRequest("decode ExtenderArgs: %v", err)
-	}
-	a := &q.args
-	switch {
-	case a.Pod == nil:
-		return nil, badRequest("ExtenderArgs: no Pod")
-	case a.NodeNames != nil:
-		q.names = *a.NodeNames
-	case a.Nodes != nil:
-		q.names = make([]string, len(a.Nodes.Items))
-		for i := range a.Nodes.Items {
-			q.names[i] = a.Nodes.Items[i].Name
-		}
-	default:
-		return nil, badRequest("ExtenderArgs: neither NodeNames nor Nodes")
-	}
-	return &q, nil
-}
-
-// readBody reads the request body, up to maxBody bytes, into a buffer of its announced size.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	tooBig := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody)}
-	if r.ContentLength > maxBody {
-		return nil, tooBig
-	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBody))
-	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-		return nil, tooBig
-	} else if err != nil {
-		return nil, badRequest("read request body: %v", err)
-	}
-	return buf.Bytes(), nil
+	return q, nil
 }
 
 // lookUp finds the pod's group and the candidates' facts.
 func (h *handler) lookUp(ctx context.Context, q *request) error {
-	q.pod, q.err = PodFor(h.def, q.args.Pod)
+	q.pod, q.err = PodFor(h.def, q.podObj)
 	q.facts = make([]Facts, len(q.names))
 	h.cache.Each(q.names, q.pod.Group.ID(), func(i int, n Facts) { q.facts[i] = n })
-	if q.args.NodeNames == nil {
-		for i := range q.args.Nodes.Items {
-			if i%checkEvery == 0 && ctx.Err() != nil {
-				return fmt.Errorf("request ended: %w", ctx.Err())
-			}
-			overlay(&q.facts[i], &q.args.Nodes.Items[i])
+	for i, c := range q.nodes {
+		if i%checkEvery == 0 && ctx.Err() != nil {
+			return fmt.Errorf("request ended: %w", ctx.Err())
+		}
+		if c.published { // a node object's published support and core count win over the cache's
+			q.facts[i].Known, q.facts[i].CoreSched, q.facts[i].Cores = true, c.info.CoreSched, c.info.PhysicalCores
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -181,21 +141,12 @@ func (h *handler) lookUp(ctx context.Context, q *request) error {
 	return nil
 }
 
-// overlay takes a node object's published support and core count over the cache's.
-func overlay(f *Facts, n *corev1.Node) {
-	info, ok, err := nodeinfo.Read(n)
-	if !ok || err != nil {
-		return
-	}
-	f.Known, f.CoreSched, f.Cores = true, info.CoreSched, info.PhysicalCores
-}
-
 func (h *handler) filter(w http.ResponseWriter, r *http.Request) {
 	q, ok := h.decode(w, r)
 	if !ok {
 		return
 	}
-	res := extenderv1.ExtenderFilterResult{}
+	res := filterReply{}
 	pass := make([]bool, len(q.names))
 	why := reasonsFor(q.pod, q.err)
 	for i, n := range q.facts {
@@ -211,7 +162,7 @@ func (h *handler) filter(w http.ResponseWriter, r *http.Request) {
 			res.FailedAndUnresolvableNodes[q.names[i]] = reason
 		}
 	}
-	if q.args.NodeNames != nil {
+	if q.byName {
 		names := make([]string, 0, len(q.names))
 		for i, name := range q.names {
 			if pass[i] {
@@ -220,17 +171,42 @@ func (h *handler) filter(w http.ResponseWriter, r *http.Request) {
 		}
 		res.NodeNames = &names
 	} else {
-		list := &corev1.NodeList{Items: make([]corev1.Node, 0, len(q.names))}
-		for i := range q.args.Nodes.Items {
+		list := &nodeRefs{Items: make([]nodeRef, 0, len(q.names))}
+		for i, name := range q.names {
 			if pass[i] {
-				list.Items = append(list.Items, q.args.Nodes.Items[i])
+				list.Items = append(list.Items, nodeRef{Metadata: nameMeta{Name: name}})
 			}
 		}
 		res.Nodes = list
 	}
-	h.log.Debug("filter", "pod", podName(q.args.Pod), "group", q.pod.Group, "nodes", len(q.names),
+	h.log.Debug("filter", "pod", podName(q.podObj), "group", q.pod.Group, "nodes", len(q.names),
 		"refused", len(res.FailedAndUnresolvableNodes))
 	h.reply(w, res)
+}
+
+// filterReply is extenderv1.ExtenderFilterResult as JSON, but the nodes that pass, when
+// Nodes were sent, go back by name only: kube-scheduler looks each one up by its name among
+// those it sent and reads nothing else of them (a full Node would cost the memory and
+// bytes of the request again).
+type filterReply struct {
+	Nodes                      *nodeRefs `json:",omitempty"`
+	NodeNames                  *[]string `json:",omitempty"`
+	FailedNodes                extenderv1.FailedNodesMap
+	FailedAndUnresolvableNodes extenderv1.FailedNodesMap
+	Error                      string
+}
+
+// nodeRefs is a NodeList of names.
+type nodeRefs struct {
+	Items []nodeRef `json:"items"`
+}
+
+type nodeRef struct {
+	Metadata nameMeta `json:"metadata"`
+}
+
+type nameMeta struct {
+	Name string `json:"name"`
 }
 
 func (h *handler) prioritize(w http.ResponseWriter, r *http.Request) {
@@ -250,7 +226,7 @@ func (h *handler) prioritize(w http.ResponseWriter, r *http.Request) {
 		}
 		list[i] = extenderv1.HostPriority{Host: name, Score: s}
 	}
-	h.log.Debug("prioritize", "pod", podName(q.args.Pod), "group", q.pod.Group, "nodes", len(q.names))
+	h.log.Debug("prioritize", "pod", podName(q.podObj), "group", q.pod.Group, "nodes", len(q.names))
 	h.reply(w, list)
 }
 

@@ -2,6 +2,7 @@ package extender
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podfence/podfence/internal/coresched"
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // assignedLive selects the pods that count: bound to a node and not finished.
@@ -102,6 +104,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("serving plain HTTP on an address other than loopback (--insecure-listen): whoever reaches it can read "+
 			"what the scheduler sends and answer for it", "address", cfg.Address)
 	}
+	var tlsConfig *tls.Config
+	if cfg.CertFile != "" && cfg.KeyFile != "" {
+		cert, err := regfile.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile) // no FIFO: its open would never return
+		if err != nil {
+			return fmt.Errorf("TLS key pair %s, %s: %w", cfg.CertFile, cfg.KeyFile, err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	c := NewCache(cfg.DefaultGroup, log)
 	start := time.Now()
 	if err := Watch(ctx, cfg.Client, c); err != nil {
@@ -113,10 +123,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := newServer(NewHandler(c, cfg.DefaultGroup, log), serverTimeouts, log)
+	srv.TLSConfig = tlsConfig
 	done := make(chan error, 1)
 	go func() {
-		if cfg.CertFile != "" && cfg.KeyFile != "" {
-			done <- srv.ServeTLS(ln, cfg.CertFile, cfg.KeyFile)
+		if tlsConfig != nil {
+			done <- srv.ServeTLS(ln, "", "")
 		} else {
 			done <- srv.Serve(ln)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/cpu/pools"
 	"github.com/podfence/podfence/internal/cpu/topology"
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // inForceFile, in the checkpoint directory, is the pool layout the running containers were
@@ -40,7 +41,7 @@ func saveInForce(dir string, layout *pools.Node) error {
 // longer resolves (a CPU gone) is reported and ignored.
 func loadInForce(dir string, topo *topology.Topology, policy plan.Policy) (*plan.Node, error) {
 	path := filepath.Join(dir, inForceFile)
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

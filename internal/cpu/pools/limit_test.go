@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -79,30 +78,6 @@ func TestLoadSizeLimit(t *testing.T) {
 	if _, err := Load(dir); err == nil || err.Error() != want {
 		t.Errorf("Load(%s): error %v\nwant %s", dir, err, want)
 	}
-}
-
-// TestLoadCapsWhatItReads: a file that is not regular (here a FIFO, which stat says is
-// empty) is read no further than the limit.
-func TestLoadCapsWhatItReads(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "poolconfig-a.yaml")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-		if err != nil {
-			return
-		}
-		defer func() { _ = w.Close() }()
-		_, _ = w.Write([]byte(sized(MaxConfigBytes + 1))) // fails once Load stops reading
-	}()
-	want := fifo + ": file is more than 1048576 bytes, over the limit of 1048576 bytes (1 MiB, the most a ConfigMap holds)"
-	if _, err := Load(fifo); err == nil || err.Error() != want {
-		t.Errorf("Load: error %v\nwant %s", err, want)
-	}
-	<-done
 }
 
 // TestLoaderParsesOnlyChanges: a Loader returns the same *Config for a file whose bytes did

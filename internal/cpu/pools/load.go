@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // File name patterns Load reads from a directory (CPU-Pooler reads poolconfig-*).
@@ -156,7 +158,7 @@ func configFiles(path string) ([]string, error) {
 
 // readConfig reads the pool config file at path, at most MaxConfigBytes+1 bytes of it.
 func readConfig(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path) // a FIFO here would block a plain open forever
 	if err != nil {
 		return nil, fmt.Errorf("load pool config: %w", err)
 	}

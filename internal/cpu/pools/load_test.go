@@ -107,7 +107,7 @@ func TestLoadErrors(t *testing.T) {
 			}
 			return dir
 		},
-		want: "load pool config: read DIR/poolconfig-a.yaml: is a directory",
+		want: "load pool config: open DIR/poolconfig-a.yaml: not a regular file (a directory): refused",
 	}, {
 		name: "every bad file is reported",
 		setup: func(t *testing.T, dir string) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/podfence/podfence/internal/dra"
 	"github.com/podfence/podfence/internal/dra/grant"
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // cdiDir is the directory of CDI spec files the runtime reads (/var/run/cdi).
@@ -24,7 +25,7 @@ func (d cdiDir) write(uid string) error {
 		return err
 	}
 	name := filepath.Join(string(d), dra.CDISpecFile(uid))
-	if old, err := os.ReadFile(name); err == nil && bytes.Equal(old, data) {
+	if old, err := regfile.ReadFile(name); err == nil && bytes.Equal(old, data) {
 		return nil
 	}
 	if err := os.MkdirAll(string(d), 0o755); err != nil {

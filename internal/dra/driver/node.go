@@ -18,6 +18,7 @@ import (
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/dra"
 	"github.com/podfence/podfence/internal/nodeagent/cgroups"
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // source reads what the driver publishes as the node agent reads it: the topology from
@@ -83,7 +84,7 @@ func (s *source) inForce(selected *pools.Node, topo *topology.Topology) (*pools.
 	if s.cfg.InForce == "" {
 		return selected, nil
 	}
-	b, err := os.ReadFile(s.cfg.InForce)
+	b, err := regfile.ReadFile(s.cfg.InForce)
 	if errors.Is(err, fs.ErrNotExist) {
 		return selected, nil
 	}

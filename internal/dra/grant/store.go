@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // Store keeps one file per grant, <claim UID>.json, in Dir. Writes are atomic (temporary
@@ -48,7 +50,7 @@ func (s Store) Get(uid string) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	f, err := os.Open(p)
+	f, err := regfile.Open(p) // a FIFO here would block a plain open forever
 	if errors.Is(err, fs.ErrNotExist) {
 		return Grant{}, fmt.Errorf("claim %s: %w", uid, ErrNotFound)
 	}

@@ -11,9 +11,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // MaxResponse bounds the body of an answer Do reads (etcd bounds an object to 1.5 MiB).
@@ -55,7 +56,7 @@ func New(cfg Config, userAgent string) (*Client, error) {
 		stream: &http.Client{Transport: tr}, userAgent: userAgent, token: func() (string, error) { return cfg.Token, nil }}
 	if cfg.TokenFile != "" { // re-read: the kubelet rotates projected service-account tokens
 		c.token = func() (string, error) {
-			b, err := os.ReadFile(cfg.TokenFile)
+			b, err := regfile.ReadFile(cfg.TokenFile)
 			if err != nil {
 				return "", fmt.Errorf("read token: %w", err)
 			}

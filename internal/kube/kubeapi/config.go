@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // Config says how to reach the API server.
@@ -44,7 +46,7 @@ func InCluster(dir string, getenv func(string) string) (Config, error) {
 	if host == "" || port == "" {
 		return Config{}, ErrNotInCluster
 	}
-	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	ca, err := regfile.ReadFile(filepath.Join(dir, "ca.crt"))
 	if err != nil {
 		return Config{}, fmt.Errorf("in-cluster config: %w", err)
 	}
@@ -104,7 +106,7 @@ type kubeconfig struct {
 // and a token or client certificate. File paths in it are relative to its directory.
 // Exec plugins and auth providers are not supported.
 func Kubeconfig(path string) (Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("kubeconfig: %w", err)
 	}
@@ -138,7 +140,7 @@ func (kc *kubeconfig) current(dir string) (Config, error) {
 		if !filepath.IsAbs(file) {
 			file = filepath.Join(dir, file)
 		}
-		return os.ReadFile(file)
+		return regfile.ReadFile(file)
 	}
 	found = false
 	for _, c := range kc.Clusters {

@@ -27,6 +27,7 @@ import (
 	"sync"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // Version is the checkpoint format this package writes; it also reads version 1.
@@ -69,7 +70,7 @@ func Open(dir string) (*Store, error) {
 	}
 	s := &Store{dir: dir}
 	path := filepath.Join(dir, versionFile)
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := writeAtomic(dir, versionFile, []byte(strconv.Itoa(Version)+"\n")); err != nil {
@@ -159,7 +160,7 @@ func (s *Store) appendLines(buf []byte, n int, sync bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
-		f, err := os.OpenFile(filepath.Join(s.dir, JournalFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := regfile.OpenFile(filepath.Join(s.dir, JournalFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			return err
 		}
@@ -274,7 +275,7 @@ func (s *Store) removeTemps() error {
 // endLine makes sure the journal ends with a newline, so that a line cut short by a crash
 // stays a line of its own (left out by Load) instead of swallowing the next append.
 func (s *Store) endLine() error {
-	f, err := os.OpenFile(filepath.Join(s.dir, JournalFile), os.O_RDWR|os.O_APPEND, 0)
+	f, err := regfile.OpenFile(filepath.Join(s.dir, JournalFile), os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -83,7 +83,7 @@ func TestOpenSurfacesErrors(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, versionFile), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir); err == nil || err.Error() != "read checkpoint version: read "+dir+"/VERSION: is a directory" {
+	if _, err := Open(dir); err == nil || err.Error() != "read checkpoint version: open "+dir+"/VERSION: not a regular file (a directory): refused" {
 		t.Errorf("Open with VERSION a directory: %v", err)
 	}
 	// procfs: an existing directory without VERSION in which no file can be created.

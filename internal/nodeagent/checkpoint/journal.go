@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"unicode/utf8"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // change is one journal line: exactly one of Put and Del.
@@ -82,7 +82,7 @@ func decodeLine(b []byte) (change, error) {
 // readJournal replays the journal at path: the live records by key, and a problem for each
 // line left out. A journal over maxJournalBytes is refused unread (no records, one problem).
 func readJournal(path string) (map[allocation.Key]allocation.Allocation, []error, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // Version 1 kept one file per record, <podUID>_<container>.json (both parts escaped), holding
@@ -71,7 +72,7 @@ func (s *Store) convertV1() error {
 // loadV1Record reads a version 1 record file, refusing it unread when it is over
 // maxRecordBytes.
 func loadV1Record(path string) (allocation.Allocation, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return allocation.Allocation{}, err
 	}

@@ -12,7 +12,12 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
+	"sync"
+	"syscall"
 	"time"
+
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // Auth is who may read /metrics and /state, a flag value (pflag.Value).
@@ -43,9 +48,10 @@ type Security struct {
 	Auth Auth
 	// Guard wraps the handlers of /metrics and /state with AuthKubernetes (authz.Reviewer.Wrap).
 	Guard func(http.Handler) http.Handler
-	// CertFile and KeyFile are the serving certificate and key (PEM). Without them, the
-	// server makes a self-signed one at start with AuthKubernetes, and serves plain HTTP
-	// with AuthNone.
+	// CertFile and KeyFile are the serving certificate and key (PEM), re-read when they change
+	// (a renewed Secret): a scraper can verify them (deploy/cert-manager issues one for the
+	// name podfence-agent-metrics). Without them, the server makes a self-signed one at start
+	// with AuthKubernetes, and serves plain HTTP with AuthNone.
 	CertFile, KeyFile string
 }
 
@@ -89,8 +95,11 @@ func (s Security) tlsConfig(address string) (*tls.Config, string, error) {
 	case (s.CertFile == "") != (s.KeyFile == ""):
 		return nil, "", errors.New("flags --metrics-cert and --metrics-key: give both or neither")
 	case s.CertFile != "":
-		cert, err = tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
-		from = s.CertFile
+		files := &certFiles{cert: s.CertFile, key: s.KeyFile}
+		if err := files.load(); err != nil {
+			return nil, "", fmt.Errorf("metrics serving certificate: %w", err)
+		}
+		return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: files.get}, s.CertFile, nil
 	case s.Auth == AuthKubernetes:
 		cert, err = selfSigned(address, time.Now())
 		from = "self-signed"
@@ -141,4 +150,53 @@ func selfSigned(address string, now time.Time) (tls.Certificate, error) {
 		return tls.Certificate{}, fmt.Errorf("self-signed certificate: %w", err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+// certFiles serves the key pair of two files, read again at a handshake when either changed
+// (another inode, size or modification time: the kubelet renames a Secret volume's new
+// files into place); a pair that does not load keeps the last good one.
+type certFiles struct {
+	cert, key string
+
+	mu    sync.Mutex
+	cur   *tls.Certificate
+	stamp [2]fileStamp
+}
+
+type fileStamp struct {
+	ino, size int64
+	mtime     time.Time
+}
+
+func (c *certFiles) stamps() [2]fileStamp {
+	var st [2]fileStamp
+	for i, p := range []string{c.cert, c.key} {
+		if fi, err := os.Stat(p); err == nil {
+			st[i] = fileStamp{size: fi.Size(), mtime: fi.ModTime()}
+			if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+				st[i].ino = int64(sys.Ino)
+			}
+		}
+	}
+	return st
+}
+
+// load reads the pair (regfile: a FIFO is refused, not waited on).
+func (c *certFiles) load() error {
+	st := c.stamps()
+	cert, err := regfile.LoadX509KeyPair(c.cert, c.key)
+	if err != nil {
+		return err
+	}
+	c.cur, c.stamp = &cert, st
+	return nil
+}
+
+func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stamps() != c.stamp {
+		_ = c.load() // on error the last good pair stays, and the next handshake tries again
+	}
+	return c.cur, nil
 }

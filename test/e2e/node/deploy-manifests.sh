@@ -12,7 +12,8 @@
 #                       PODFENCE_NODE_LABEL while deploy/ sets one (OVERLAY_POOLS picks the
 #                       config), and KUBERNETES_SERVICE_HOST/PORT: the API server's address,
 #                       as a cluster without kube-proxy gives its host-network agents (no
-#                       ClusterIP routes here)
+#                       ClusterIP routes here); with component dra, the same for DaemonSet
+#                       podfence-dra, on the host's network
 # The webhook configurations keep `service:`: the API server calls the Service's endpoints.
 
 # shellcheck disable=SC2034 # AGENT_SEL is agent.sh's
@@ -36,9 +37,22 @@ overlay_write() {
 	cp "$RUN"/pools/poolconfig-*.yaml "$OVERLAY/"
 	files=$(cd "$RUN/pools" && printf '%s\n' poolconfig-*.yaml | paste -sd, - | sed 's/,/, /g')
 	cp "$RUN/profiles.yaml" "$OVERLAY/coresched-profiles.yaml"
-	# With deploy/'s component dra on (dra.sh), the driver's container reaches the API server
-	# the same way.
+	# With deploy/'s component dra on (dra.sh), the driver's DaemonSet runs on the same nodes
+	# and reaches the API server the same way: on the host's network (this cluster has no
+	# kube-proxy), at the API server's address.
 	grep -qx '  - dra' "$RUN/deploy/kustomization.yaml" && dra="
+  - target: {kind: DaemonSet, name: podfence-dra}
+    patch: |-
+      apiVersion: apps/v1
+      kind: DaemonSet
+      metadata: {name: podfence-dra}
+      spec:
+        template:
+          spec:
+            nodeSelector: {podfence.io/pools: e2e}
+            hostNetwork: true
+            dnsPolicy: ClusterFirstWithHostNet
+            containers:
               - name: podfence-dra
                 env:
                   - {name: KUBERNETES_SERVICE_HOST, value: \"127.0.0.1\"}

@@ -79,7 +79,11 @@
 #                                 (core-sched=supported) the extender is asked to prioritize
 #                                 and the group pod is bound there; fake node and pods deleted.
 #   dra.sh                        from 1.34: deploy/dra applied and the node relabelled dra
-#                                 (exclusive_d=X, requestAPI: dra): the driver's slice,
+#                                 (exclusive_d=X, requestAPI: dra): the driver's slice;
+#                                 its ServiceAccount's token (bound to its pod and node)
+#                                 writes this node's slices, and is refused another
+#                                 node's, all nodes', another driver's, and without node
+#                                 claim (resourceslice-policy.yaml); then
 #                                 a claim pod on CPU X (grant, CDI spec, cgroup), a second
 #                                 one Pending, agent and kubelet restarts move nothing,
 #                                 delete frees CPU X for the waiting pod.

@@ -144,3 +144,15 @@ extenders:
     ignorable: true
     httpTimeout: 5s
 {{- end }}
+
+{{- /* The Secret of the agents' metrics serving certificate: agent.metrics.tlsSecret, or with
+     webhook.tls.mode cert-manager the chart's Certificate podfence-agent-metrics
+     (deploy/cert-manager/agent-metrics.yaml); "" for a self-signed one made at start. */ -}}
+{{- define "podfence.metricsTLSSecret" -}}
+{{- $m := .Values.agent.metrics -}}
+{{- if $m.tlsSecret -}}
+{{ $m.tlsSecret }}
+{{- else if and .Values.webhook.enabled (eq .Values.webhook.tls.mode "cert-manager") (eq $m.auth "kubernetes") -}}
+podfence-agent-metrics-tls
+{{- end -}}
+{{- end }}
