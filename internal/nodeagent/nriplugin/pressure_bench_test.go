@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/podfence/podfence/internal/asynclog"
 	"github.com/podfence/podfence/internal/cliflags"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 )
@@ -104,7 +105,7 @@ func envInt(b *testing.B, name string, def int) int {
 
 // pipeLog is the agent's log output as the runtime gives it to a container: a pipe that a
 // copier drains into a file in dir (containerd's CRI log copier), so a copier slowed by the
-// disk fills the pipe. The logger is built as `podfence agent` builds it.
+// disk fills the pipe. The logger is built as `podfence agent` builds it (asynclog).
 func pipeLog(b *testing.B, dir string) *slog.Logger {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -119,17 +120,19 @@ func pipeLog(b *testing.B, dir string) *slog.Logger {
 		_, _ = io.Copy(f, r)
 		close(copied)
 	}()
+	out, err := cliflags.Log{Level: "info", Format: "text"}.Logger(w)
+	if err != nil {
+		b.Fatal(err)
+	}
+	async := asynclog.New(out.Handler(), asynclog.DefaultRecords)
 	b.Cleanup(func() { // registered first: runs after the agent stopped
+		_ = async.Close()
 		_ = w.Close()
 		<-copied
 		_ = r.Close()
 		_ = f.Close()
 	})
-	log, err := cliflags.Log{Level: "info", Format: "text"}.Logger(w)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return log
+	return slog.New(async)
 }
 
 // BenchmarkLifecyclePressure relays whole pod lifecycles through the real NRI runtime side
