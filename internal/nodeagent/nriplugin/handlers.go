@@ -210,12 +210,9 @@ func (a *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err
 	return nil
 }
 
-// Shutdown writes the checkpoint out: the runtime is going away.
-func (a *Plugin) Shutdown(context.Context) {
-	if err := a.Flush(); err != nil {
-		a.log.Error("runtime shutdown: checkpoint not fully written", "err", err)
-	}
-}
+// Shutdown has the checkpoint writer write what is queued without its batch gap: the runtime
+// is going away. It does not wait for the disk (Close, at the agent's exit, does).
+func (a *Plugin) Shutdown(context.Context) { a.persist.hurry() }
 
 // release frees what container instance id holds, if anything.
 func (a *Plugin) release(id string) {

@@ -14,8 +14,8 @@
 //   - StopContainer, RemoveContainer, RemovePodSandbox: release.
 //
 // Handlers do bounded in-memory work under one mutex; the one call out, to the kubelet, is
-// made outside it, bounded, and once per pod. The checkpoint is written by one
-// background goroutine, so no CreateContainer waits for an fsync.
+// made outside it, bounded, and once per pod. The checkpoint is read by New, before any
+// event, and written by one background goroutine, so no event waits for the disk.
 package nriplugin
 
 import (
@@ -66,12 +66,13 @@ type Plugin struct {
 	reconf   sync.Mutex                // serialises Synchronize and Reload
 	log      *slog.Logger
 	exts     []Extension
-	store    Checkpoint
 	persist  *persister
 	onLayout func(*plan.Node)
-	next     *plan.Node      // Options.Next until the first Synchronize
-	kubelet  *kubeletDevices // nil without Options.PodResources
-	grants   *grant.Store    // nil without Options.DRAStateDir
+	next     *plan.Node              // Options.Next until the first Synchronize
+	kubelet  *kubeletDevices         // nil without Options.PodResources
+	grants   *grant.Store            // nil without Options.DRAStateDir
+	loaded   []allocation.Allocation // the checkpoint's records, for the first Synchronize
+	loadErr  error
 
 	// mu guards everything below. Invariant: every key in hold holds an allocation in state.
 	mu       sync.Mutex
@@ -83,17 +84,20 @@ type Plugin struct {
 	syncC    chan struct{} // closed and replaced at each Synchronize
 }
 
-// New returns an agent for node that records its allocations in cp. It starts the
-// checkpoint writer; Close stops it.
+// New returns an agent for node that records its allocations in cp. It reads cp's records
+// (for the first Synchronize, which must not wait for the disk) and starts the checkpoint
+// writer; Close stops it.
 func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Plugin {
+	recs, lerr := cp.Load()
 	a := &Plugin{
+		loaded:   recs,
+		loadErr:  lerr,
 		log:      log,
 		exts:     opts.Extensions,
 		onLayout: opts.LayoutChanged,
 		next:     opts.Next,
 		kubelet:  newKubeletDevices(opts.PodResources, opts.PodResourcesTimeout),
 		grants:   grantStore(opts.DRAStateDir),
-		store:    cp,
 		persist:  newPersister(cp, log),
 		state:    plan.NewLedger(node),
 		hold:     newHolders(),

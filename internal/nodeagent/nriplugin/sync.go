@@ -20,8 +20,8 @@ type syncReport struct {
 }
 
 // Synchronize rebuilds the state from the runtime's live containers (see rebuild). Known
-// allocations come from the checkpoint on the first call and from memory on later ones
-// (reconnects). Allocations of containers that are gone are dropped. No container is ever
+// allocations come from the checkpoint (as New read it) on the first call and from memory
+// on later ones (reconnects). Allocations of containers that are gone are dropped. No container is ever
 // updated.
 func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("Synchronize", &err)
@@ -31,12 +31,11 @@ func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	first := a.syncs == 0
 	known := a.state.Allocations()
 	a.mu.Unlock()
-	if first {
-		recs, lerr := a.store.Load()
-		if lerr != nil {
-			a.log.Error("checkpoint unreadable; rebuilding from the runtime alone", "err", lerr)
+	if first { // read by New
+		if a.loadErr != nil {
+			a.log.Error("checkpoint unreadable; rebuilding from the runtime alone", "err", a.loadErr)
 		}
-		known = recs
+		known, a.loaded, a.loadErr = a.loaded, nil, nil
 	}
 	if err := a.kubelet.refresh(ctx, pods); err != nil { // for derive; it does without
 		a.log.Warn("containers of pods without a pool request annotation are rebuilt without their kubelet devices", "err", err)
