@@ -103,6 +103,12 @@ func (a *Plugin) allocate(c plan.Container, id, sandbox string) (plan.Decision, 
 	if err != nil {
 		return d, err
 	}
+	if !d.Existing {
+		if err := a.fitsTaking(c); err != nil { // a layout is being written down (layout.go)
+			a.state.Release(c.Key())
+			return d, err
+		}
+	}
 	a.record(id, sandbox, d.Allocation, !d.Existing)
 	return d, nil
 }

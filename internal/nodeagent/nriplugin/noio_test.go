@@ -2,13 +2,17 @@ package nriplugin_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/cpu/plan"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
+	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
 )
 
 // gatedStore is a checkpoint on disk whose every call, once stalled, waits until the test
@@ -115,3 +119,105 @@ func TestNoEventWaitsForTheCheckpoint(t *testing.T) {
 	}
 	checkHeld(t, "checkpoint", recs, "p:app:"+kept.cpus())
 }
+
+// gatedLayouts is an Options.LayoutChanged that names each layout it is given on writing and
+// then waits until the test opens the gate: writing the layout in force down to a disk that
+// does not answer.
+type gatedLayouts struct {
+	writing chan *plan.Node
+	open    chan struct{}
+	once    sync.Once
+}
+
+func newGatedLayouts() *gatedLayouts {
+	return &gatedLayouts{writing: make(chan *plan.Node, 16), open: make(chan struct{})}
+}
+
+func (g *gatedLayouts) changed(n *plan.Node) { g.writing <- n; <-g.open }
+func (g *gatedLayouts) release()             { g.once.Do(func() { close(g.open) }) }
+
+// movedPools takes CPU 9 from the shared pool and CPU 8 from the default pool for a new
+// exclusive pool exclusive_c: a shared or default container would have to move.
+func movedPools() string {
+	return strings.NewReplacer(`default:     {cpus: "0,8"}`, `default:     {cpus: "0"}`,
+		`shared_s:    {cpus: "1,9"}`, `shared_s:    {cpus: "1"}
+  exclusive_c: {cpus: "8-9", hyperThreadingPolicy: multiThreaded}`).Replace(testPools)
+}
+
+// TestNoEventWaitsForTheLayoutToBeWrittenDown: the release of a pending pool config's last
+// blocker is answered while the new layout is being written down (LayoutChanged does not
+// return); meanwhile the old layout stays in force, a container that runs alike under both
+// is created and one the new layout would move is refused; once written, the new layout is
+// in force.
+func TestNoEventWaitsForTheLayoutToBeWrittenDown(t *testing.T) {
+	layouts := newGatedLayouts()
+	t.Cleanup(layouts.release) // a handler still waiting (on a failure) lets the agent stop
+	rt := newRuntime(t)
+	ar := startAgent(t, rt, newNode(t, testTopology, testPools), openStore(t, t.TempDir()),
+		nriplugin.Options{LayoutChanged: layouts.changed})
+	shared := rt.mustCreate(rt.runPod("s", poolReq(`{"app": {"shared_s": 500}}`)), "app", nil)
+	if err := ar.Reload(newNode(t, testTopology, movedPools())); !errors.Is(err, nriplugin.ErrPending) {
+		t.Fatalf("Reload: %v, want it pending on the shared container", err)
+	}
+	returns(t, "the removal of the last blocker", 10*time.Second, func() { rt.removeCtr(shared.ctr) })
+	if n := <-layouts.writing; !hasPool(n, "exclusive_c") {
+		t.Fatalf("layout written down: %s, want the new one", n.Pools.Source)
+	}
+	if hasPool(ar.Node(), "exclusive_c") {
+		t.Fatal("the new layout is in force before it is written down")
+	}
+	check(t, rt.mustCreate(rt.runPod("x", poolReq(`{"app": {"exclusive_a": 1}}`)), "app", nil),
+		want{cpus: "2", mems: "0", exclusive: "2"})
+	_, err := rt.create(rt.runPod("y", poolReq(`{"app": {"shared_s": 200}}`)), "app", nil)
+	if err == nil || !strings.Contains(err.Error(), "is being taken and this container would keep it from being taken") ||
+		!strings.Contains(err.Error(), "runs on CPUs 1,9") {
+		t.Fatalf("a shared container created while the layout is written down: %v, want it refused", err)
+	}
+	layouts.release()
+	if err := ar.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !hasPool(ar.Node(), "exclusive_c") {
+		t.Fatal("the new layout is not in force once written down")
+	}
+	checkHeld(t, "after the layout was taken", ar.Allocations(), "x:app:2")
+}
+
+// TestSynchronizeDoesNotWaitForTheLayoutToBeWrittenDown: an agent restarted with a changed
+// pool config that no running container blocks (Options.Next) answers its first Synchronize
+// while the new layout is written down (the runtime relays the next container to it), and
+// takes it once written.
+func TestSynchronizeDoesNotWaitForTheLayoutToBeWrittenDown(t *testing.T) {
+	layouts := newGatedLayouts()
+	t.Cleanup(layouts.release)
+	rt := newRuntime(t)
+	a := nriplugin.New(newNode(t, testTopology, testPools), nritest.NoCheckpoint{}, testLogger(t),
+		nriplugin.Options{Next: newNode(t, testTopology, movedPools()), LayoutChanged: layouts.changed})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() {
+		ran <- a.Run(ctx, nriplugin.Connection{Socket: rt.sock, PluginName: "podfence", PluginIndex: "10"})
+	}()
+	t.Cleanup(func() {
+		layouts.release()
+		cancel()
+		<-ran
+		_ = a.Close()
+	})
+	returns(t, "the first Synchronize", 10*time.Second, func() { _ = a.WaitSynchronized(context.Background(), 1) })
+	if n := <-layouts.writing; !hasPool(n, "exclusive_c") {
+		t.Fatalf("layout written down: %s, want the new one", n.Pools.Source)
+	}
+	// The runtime has the agent's answer to Synchronize: it relays the next event to it.
+	check(t, rt.mustCreate(rt.runPod("x", poolReq(`{"app": {"exclusive_a": 1}}`)), "app", nil),
+		want{cpus: "2", mems: "0", exclusive: "2"})
+	layouts.release()
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !hasPool(a.Node(), "exclusive_c") {
+		t.Fatal("the new layout is not in force once written down")
+	}
+}
+
+func hasPool(n *plan.Node, name string) bool { _, ok := n.Pools.Pool(name); return ok }

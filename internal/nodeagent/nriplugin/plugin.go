@@ -41,8 +41,10 @@ type Checkpoint interface {
 type Options struct {
 	// Extensions ride on the agent's events, in this order (see Extension).
 	Extensions []Extension
-	// LayoutChanged, if set, is called after the agent took a new layout (Reload, or a
-	// pending one once nothing blocks it), outside the agent's locks.
+	// LayoutChanged, if set, writes down the layout in force: it is called with each new
+	// layout (Reload, or a pending one once nothing blocks it) before the agent answers any
+	// container by it, and again with the old one if the new one was found blocked then
+	// (layout.go); one call at a time, outside the agent's locks and never in an NRI event.
 	LayoutChanged func(*plan.Node)
 	// Next, if set, is a layout to switch to after the first Synchronize, as Reload does: the
 	// pool config read at start when the layout last in force (the one the running
@@ -63,7 +65,9 @@ type Options struct {
 // handed out. Create it with New and connect it with Run.
 type Plugin struct {
 	node     atomic.Pointer[plan.Node] // swapped whole by Reload
+	layoutMu sync.Mutex                // serialises layout changes and their writing down (layout.go); before reconf
 	reconf   sync.Mutex                // serialises Synchronize and Reload
+	taker    *taker                    // takes pending layouts in the background (layout.go)
 	log      *slog.Logger
 	exts     []Extension
 	persist  *persister
@@ -79,7 +83,8 @@ type Plugin struct {
 	state    *plan.Ledger
 	hold     *holders      // the container instances holding allocations
 	pending  *pending      // a layout waiting for containers to end (see Reload)
-	retryDue bool          // pending has no blocker left: retry before answering
+	retryDue bool          // pending has no blocker left: wake the taker
+	taking   *plan.Node    // a layout being written down (layout.go)
 	syncs    int           // completed Synchronize calls
 	syncC    chan struct{} // closed and replaced at each Synchronize
 }
@@ -104,15 +109,24 @@ func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Plugin
 		syncC:    make(chan struct{}),
 	}
 	a.node.Store(node)
+	a.startTaker()
 	return a
 }
 
-// Flush waits until every allocation change made so far is in the checkpoint, and returns
+// Flush waits until a pending layout whose last blocker was released is taken (or found
+// blocked again) and every allocation change made so far is in the checkpoint, and returns
 // the write errors since the previous Flush.
-func (a *Plugin) Flush() error { return a.persist.flush() }
+func (a *Plugin) Flush() error {
+	a.waitTaker()
+	return a.persist.flush()
+}
 
-// Close flushes the checkpoint and stops its writer. Call it after Run returns.
-func (a *Plugin) Close() error { return a.persist.close() }
+// Close stops the layout taker, flushes the checkpoint and stops its writer. Call it after
+// Run returns.
+func (a *Plugin) Close() error {
+	a.stopTaker()
+	return a.persist.close()
+}
 
 // WaitSynchronized waits until the runtime has synchronized the agent at least n times
 // (once per connection).

@@ -94,6 +94,9 @@ func TestReloadWaitsForEveryRunningContainer(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pending config was not taken after its last blocking container ended")
 	}
+	if err := ar.Flush(); err != nil { // written down (LayoutChanged), then taken
+		t.Fatal(err)
+	}
 	if _, ok := ar.PendingReload(); ok {
 		t.Error("a config is still pending after it was taken")
 	}

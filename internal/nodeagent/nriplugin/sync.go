@@ -45,15 +45,14 @@ func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	a.mu.Lock()
 	a.state, a.hold = next, hold
 	a.persistDiff(known, next.Allocations())
-	var taken *plan.Node
+	due := false
 	if first && a.next != nil {
 		a.pending, a.next = &pending{node: a.next, since: time.Now()}, nil
 	}
 	if p := a.pending; p != nil { // the containers that blocked it may be gone
-		ok, err := a.reloadLocked(p.node, p.since)
-		if ok {
-			taken = p.node
-		} else if first {
+		if _, blocking := a.blockers(p.node); len(blocking) == 0 {
+			due = true // the taker writes it down, then takes it (layout.go)
+		} else if err := a.pend(p.node, p.since, blocking); first {
 			a.log.Warn("pool config read at start is pending", "err", err)
 		}
 	}
@@ -61,9 +60,8 @@ func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	close(a.syncC)
 	a.syncC = make(chan struct{})
 	a.mu.Unlock()
-	if taken != nil {
-		a.log.Info("pending pool config taken: no running container blocks it any more", "poolConfig", taken.Pools.Source)
-		a.layoutChanged(taken)
+	if due {
+		a.wakeTaker()
 	}
 	a.log.Info("synchronized", "containers", rep.containers, "derived", rep.derived, "restored", rep.restored,
 		"adopted", rep.adopted, "unmanaged", rep.unmanaged, "dropped", rep.dropped)
