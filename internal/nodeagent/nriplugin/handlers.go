@@ -48,9 +48,9 @@ func (a *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 	if err != nil {
 		return err
 	}
-	if err := a.kubelet.prefetch(ctx, pod); err != nil { // for its containers (kubelet.go)
+	a.kubelet.prefetch(pod, func(err error) { // for its containers, in the background (kubelet.go)
 		a.log.Debug("kubelet pod resources not read at RunPodSandbox; its containers ask again", "pod", podName(pod), "err", err)
-	}
+	})
 	a.logDecision("RunPodSandbox", pod, nil, d)
 	return a.notify("RunPodSandbox", func(e Extension) (bool, error) {
 		h, ok := e.(PodRunner)

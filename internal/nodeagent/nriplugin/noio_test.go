@@ -10,6 +10,7 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/internal/kube/podresources"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin/nritest"
@@ -56,9 +57,9 @@ func (g *gatedStore) WriteBatch(puts []allocation.Allocation, dels []allocation.
 	return g.Store.WriteBatch(puts, dels)
 }
 
-// returns runs f and fails the whole test binary if it has not returned within d: f waits
-// for something that never comes (the gate stays shut), so without the bound the run would
-// end only at the test timeout.
+// returns runs f and fails the whole test binary if it has not returned within d: an f that
+// waits for what the test stalled waits for ever (the gate stays shut), so without the bound
+// the run would end only at the test timeout.
 func returns(t *testing.T, what string, d time.Duration, f func()) {
 	t.Helper()
 	done := make(chan struct{})
@@ -66,7 +67,7 @@ func returns(t *testing.T, what string, d time.Duration, f func()) {
 	select {
 	case <-done:
 	case <-time.After(d):
-		panic(what + " waited for the stalled checkpoint")
+		panic(what + " did not return: it waits for what the test stalled")
 	}
 }
 
@@ -221,3 +222,62 @@ func TestSynchronizeDoesNotWaitForTheLayoutToBeWrittenDown(t *testing.T) {
 }
 
 func hasPool(n *plan.Node, name string) bool { _, ok := n.Pools.Pool(name); return ok }
+
+// stalledKubelet is a kubelet pod resources API that answers no call until the test opens
+// the gate (a kubelet busy under load; it ignores the caller's deadline, so a caller that
+// waits for it at all waits until then). Each pod's container "app" has one exclusive_b CPU.
+type stalledKubelet struct {
+	open    chan struct{}
+	once    sync.Once
+	waiting chan string
+}
+
+func newStalledKubelet() *stalledKubelet {
+	return &stalledKubelet{open: make(chan struct{}), waiting: make(chan string, 16)}
+}
+
+func (k *stalledKubelet) release() { k.once.Do(func() { close(k.open) }) }
+
+func (k *stalledKubelet) Pod(_ context.Context, ref podresources.Ref, _ string) (podresources.Pod, error) {
+	k.waiting <- "Pod " + ref.Name
+	<-k.open
+	return podresources.Pod{"app": podresources.Devices{"podfence.io/exclusive_b": {"5"}}}, nil
+}
+
+func (k *stalledKubelet) List(context.Context) (map[podresources.Ref]podresources.Pod, error) {
+	k.waiting <- "List"
+	<-k.open
+	return nil, nil
+}
+
+// TestNoEventWaitsForTheKubelet: with the kubelet not answering, a Synchronize (whose List
+// is made before the connection: Prepare) and a RunPodSandbox (whose read of the pod's
+// devices runs in the background) are answered; the pod's container gets its devices once
+// the kubelet answers.
+func TestNoEventWaitsForTheKubelet(t *testing.T) {
+	kubelet := newStalledKubelet()
+	a := nriplugin.New(newNode(t, testTopology, kubeletPools), nritest.NoCheckpoint{}, testLogger(t),
+		nriplugin.Options{PodResources: kubelet})
+	t.Cleanup(func() {
+		kubelet.release() // a handler still waiting (on a failure) returns
+		_ = a.Close()
+	})
+	var rn node
+	pod := rn.pod("dp", nil)
+	returns(t, "Synchronize", 10*time.Second, func() { _, _ = a.Synchronize(context.Background(), rn.pods, rn.ctrs) })
+	returns(t, "RunPodSandbox", 10*time.Second, func() { _ = a.RunPodSandbox(context.Background(), pod) })
+	if got := <-kubelet.waiting; got != "Pod dp" {
+		t.Fatalf("the kubelet was asked %s, want the pod's devices (in the background)", got)
+	}
+	kubelet.release()
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := createOn(t, a, pod, "c1", "app", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "5" {
+		t.Errorf("the container runs on %q, want its kubelet device's CPU 5", got)
+	}
+}

@@ -113,10 +113,12 @@ func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Plugin
 	return a
 }
 
-// Flush waits until a pending layout whose last blocker was released is taken (or found
-// blocked again) and every allocation change made so far is in the checkpoint, and returns
-// the write errors since the previous Flush.
+// Flush waits for the agent's background work: the kubelet reads RunPodSandbox started, a
+// pending layout whose last blocker was released (taken, or found blocked again), and the
+// checkpoint writes of every allocation change made so far; it returns the write errors
+// since the previous Flush.
 func (a *Plugin) Flush() error {
+	a.kubelet.wait()
 	a.waitTaker()
 	return a.persist.flush()
 }

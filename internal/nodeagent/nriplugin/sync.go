@@ -37,7 +37,7 @@ func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		}
 		known, a.loaded, a.loadErr = a.loaded, nil, nil
 	}
-	if err := a.kubelet.refresh(ctx, pods); err != nil { // for derive; it does without
+	if err := a.kubelet.refresh(pods); err != nil { // for derive, from the List made before connecting; it does without
 		a.log.Warn("containers of pods without a pool request annotation are rebuilt without their kubelet devices", "err", err)
 	}
 	next, hold, rep := a.rebuild(known, pods, ctrs)
