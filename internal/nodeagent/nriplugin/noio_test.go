@@ -3,13 +3,18 @@ package nriplugin_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
+
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
+	"github.com/podfence/podfence/internal/dra/grant"
 	"github.com/podfence/podfence/internal/kube/podresources"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 	"github.com/podfence/podfence/internal/nodeagent/nriplugin"
@@ -279,5 +284,32 @@ func TestNoEventWaitsForTheKubelet(t *testing.T) {
 	}
 	if got != "5" {
 		t.Errorf("the container runs on %q, want its kubelet device's CPU 5", got)
+	}
+}
+
+// TestNoEventWaitsForAGrant: a grant file that cannot be read (a FIFO no one writes: open
+// blocks, as a read from a stalled disk does) holds neither the List before a connection,
+// nor its Synchronize, nor a CreateContainer naming the claim: that container is refused,
+// for the kubelet to create again.
+func TestNoEventWaitsForAGrant(t *testing.T) {
+	store := grant.Store{Dir: t.TempDir()}
+	if err := syscall.Mkfifo(filepath.Join(store.Dir, "e-slow.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := nriplugin.New(newNode(t, testTopology, draPools), nritest.NoCheckpoint{}, testLogger(t),
+		nriplugin.Options{DRAStateDir: store.Dir})
+	t.Cleanup(func() { _ = a.Close() })
+	var rn node
+	pod := rn.pod("enclave", nil)
+	rn.run(pod, "running", "", 0, 0).Env = []string{claimEnv("e-slow")}
+	returns(t, "Prepare", 10*time.Second, func() { a.Prepare(context.Background()) })
+	returns(t, "Synchronize", 10*time.Second, func() { _, _ = a.Synchronize(context.Background(), rn.pods, rn.ctrs) })
+	var err error
+	returns(t, "CreateContainer", 10*time.Second, func() {
+		_, _, err = a.CreateContainer(context.Background(), pod, &api.Container{Id: "c2", PodSandboxId: pod.Id, Name: "app",
+			Env: []string{claimEnv("e-slow")}})
+	})
+	if err == nil || !strings.Contains(err.Error(), "DRA claim e-slow: grant not read from "+store.Dir+" within 100ms (the disk is slow)") {
+		t.Errorf("CreateContainer naming a claim whose grant does not read: %v, want it refused", err)
 	}
 }

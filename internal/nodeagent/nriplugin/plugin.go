@@ -27,7 +27,6 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
-	"github.com/podfence/podfence/internal/dra/grant"
 )
 
 // Checkpoint persists allocations across agent restarts; *checkpoint.Store is one.
@@ -74,7 +73,7 @@ type Plugin struct {
 	onLayout func(*plan.Node)
 	next     *plan.Node              // Options.Next until the first Synchronize
 	kubelet  *kubeletDevices         // nil without Options.PodResources
-	grants   *grant.Store            // nil without Options.DRAStateDir
+	grants   *grantReads             // nil without Options.DRAStateDir
 	loaded   []allocation.Allocation // the checkpoint's records, for the first Synchronize
 	loadErr  error
 
@@ -102,7 +101,7 @@ func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Plugin
 		onLayout: opts.LayoutChanged,
 		next:     opts.Next,
 		kubelet:  newKubeletDevices(opts.PodResources, opts.PodResourcesTimeout),
-		grants:   grantStore(opts.DRAStateDir),
+		grants:   newGrantReads(opts.DRAStateDir),
 		persist:  newPersister(cp, log),
 		state:    plan.NewLedger(node),
 		hold:     newHolders(),

@@ -26,10 +26,14 @@ type Connection struct {
 	MinBackoff, MaxBackoff time.Duration
 }
 
-// Prepare reads, bounded, what the next Synchronize needs from outside the agent (the
-// kubelet's pod resources of every pod), so that the Synchronize waits for nothing; Run calls
-// it before each connection. A Synchronize without it rebuilds from what the agent holds.
-func (a *Plugin) Prepare(ctx context.Context) { a.kubelet.prelist(ctx) }
+// Prepare reads what the next Synchronize needs from outside the agent (the kubelet's pod
+// resources of every pod, bounded; the DRA grants), so that the Synchronize waits for
+// nothing; Run calls it before each connection. A Synchronize without it rebuilds from what
+// the agent holds.
+func (a *Plugin) Prepare(ctx context.Context) {
+	a.kubelet.prelist(ctx)
+	a.grants.load()
+}
 
 // Run connects to the runtime and serves it until ctx ends. When the connection is lost, or
 // cannot be made, it retries with exponential backoff; the runtime synchronizes the agent
