@@ -107,10 +107,11 @@ func (a *Plugin) blockers(node *plan.Node) (*plan.Ledger, map[allocation.Key]sta
 		al, _ := a.state.Get(c.Key)
 		block(al, c.Reason)
 	}
-	running := cpuset.New()
-	for _, al := range allocs {
-		running = running.Union(al.CPUs)
+	held := make([]cpuset.CPUSet, len(allocs))
+	for i, al := range allocs {
+		held[i] = al.CPUs
 	}
+	running := cpuset.New().Union(held...)
 	next := plan.NewLedger(node)
 	for _, al := range allocs {
 		if _, ok := blocking[al.Key()]; ok {

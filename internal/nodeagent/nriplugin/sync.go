@@ -133,10 +133,11 @@ func (a *Plugin) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, 
 		rep.unmanaged++
 	}
 	next, hold := plan.NewLedger(node), newHolders()
-	running := cpuset.New()
-	for _, c := range claims {
-		running = running.Union(c.al.CPUs)
+	held := make([]cpuset.CPUSet, len(claims))
+	for i, c := range claims {
+		held[i] = c.al.CPUs
 	}
+	running := cpuset.New().Union(held...) // one union: a union per claim copies the set each time
 	for _, c := range claims {
 		al := c.al
 		al.Idled = al.Idled.Difference(running)
