@@ -60,7 +60,7 @@ func (a *Plugin) derive(node *plan.Node, lc liveCtr) (allocation.Allocation, boo
 	if al.MilliCPU > 0 && al.Type == allocation.TypeDefault {
 		al.Pool, al.Type = al.SharedPool, allocation.TypeShared
 	}
-	if !node.Decide(al).CPUs.Equals(onlineOf(node, lc.cpus)) {
+	if !sameCPUs(node.Decide(al).CPUs, onlineOf(node, lc.cpus)) { // Equals is reflect.DeepEqual: slow at every container
 		return allocation.Allocation{}, false
 	}
 	return al, true

@@ -74,6 +74,7 @@ type Plugin struct {
 	next     *plan.Node              // Options.Next until the first Synchronize
 	kubelet  *kubeletDevices         // nil without Options.PodResources
 	grants   *grantReads             // nil without Options.DRAStateDir
+	poolReqs poolRequests            // parsed podfence.io/cpu-pools values (poolreqs.go)
 	loaded   []allocation.Allocation // the checkpoint's records, for the first Synchronize
 	loadErr  error
 

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
@@ -174,10 +175,12 @@ func BenchmarkLifecyclePressure(b *testing.B) {
 				sd.batch(b, lifeBatch, ann)
 				sd.reset()
 			}
+			gc0 := readGC()
 			for r := 0; b.Loop(); r++ {
 				sides[r%2].batch(b, 1, ann)
 				sides[1-r%2].batch(b, 1, ann)
 			}
+			gc := readGC().since(gc0)
 			// Restarts: the runtime synchronizes each new connection with every pod and container.
 			syncs := envInt(b, pressSyncEnv, 200)
 			var pfSync, nopSync []time.Duration
@@ -205,14 +208,14 @@ func BenchmarkLifecyclePressure(b *testing.B) {
 			}
 			b.Cleanup(s.Stop)
 			pressureReport(b, fmt.Sprintf("pressure: %s; %d containers running", what, pressK+1), sides[0], sides[1],
-				pfSync, nopSync)
+				pfSync, nopSync, gc)
 		})
 	}
 }
 
 // pressureReport logs the per-event latency table of both plugins (ms) and reports the
 // worst podfence event as a metric.
-func pressureReport(b *testing.B, title string, pf, nop *lifeSide, pfSync, nopSync []time.Duration) {
+func pressureReport(b *testing.B, title string, pf, nop *lifeSide, pfSync, nopSync []time.Duration, gc gcStats) {
 	var w strings.Builder
 	fmt.Fprintf(&w, "%s: %d lifecycles per plugin, alternating (ms)\n", title, pf.n)
 	tw := tabwriter.NewWriter(&w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -232,10 +235,37 @@ func pressureReport(b *testing.B, title string, pf, nop *lifeSide, pfSync, nopSy
 	}
 	row(fmt.Sprintf("Synchronize (%d restarts)", len(pfSync)), pfSync, nopSync)
 	_ = tw.Flush()
-	fmt.Fprintf(&w, "worst podfence event: %.1f ms (target ≤100: %s)", worst, met(worst <= 100))
+	fmt.Fprintf(&w, "worst podfence event: %.1f ms (target ≤100: %s); during the lifecycles %d GC cycles, "+
+		"longest stop-the-world pause ≤%.2f ms (the process: runtime side, both plugins)", worst, met(worst <= 100), gc.cycles,
+		gc.maxPause*1e3)
 	b.Log("\n" + w.String())
 	b.ReportMetric(worst, "max-event-ms")
 }
 
 // msAt is the p-th quantile of ds in ms (p 1: the maximum).
 func msAt(ds []time.Duration, p float64) float64 { return percentile(ds, p) / 1e3 }
+
+// gcStats is this process's GC cycle count and stop-the-world pause histogram.
+type gcStats struct {
+	cycles   uint64
+	pauses   *metrics.Float64Histogram
+	maxPause float64 // seconds: the upper bound of the highest bucket with a pause (since)
+}
+
+func readGC() gcStats {
+	m := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/sched/pauses/total/gc:seconds"}}
+	metrics.Read(m)
+	return gcStats{cycles: m[0].Value.Uint64(), pauses: m[1].Value.Float64Histogram()}
+}
+
+// since is what happened between earlier and s.
+func (s gcStats) since(earlier gcStats) gcStats {
+	out := gcStats{cycles: s.cycles - earlier.cycles}
+	for i := len(s.pauses.Counts) - 1; i >= 0; i-- {
+		if s.pauses.Counts[i] > earlier.pauses.Counts[i] {
+			out.maxPause = s.pauses.Buckets[i+1]
+			break
+		}
+	}
+	return out
+}

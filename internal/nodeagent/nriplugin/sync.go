@@ -29,7 +29,7 @@ func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	defer a.reconf.Unlock()
 	a.mu.Lock()
 	first := a.syncs == 0
-	known := a.state.Allocations()
+	known := a.state.Unsorted() // order does not matter below
 	a.mu.Unlock()
 	if first { // read by New
 		if a.loadErr != nil {
@@ -44,7 +44,7 @@ func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 
 	a.mu.Lock()
 	a.state, a.hold = next, hold
-	a.persistDiff(known, next.Allocations())
+	a.persistDiff(known, next.Unsorted())
 	due := false
 	if first && a.next != nil {
 		a.pending, a.next = &pending{node: a.next, since: time.Now()}, nil
