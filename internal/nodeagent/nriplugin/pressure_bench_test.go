@@ -23,7 +23,8 @@ import (
 // Pressure beside BenchmarkLifecyclePressure: PODFENCE_PRESSURE_CPU processes that spin (default
 // 2 per CPU) and PODFENCE_PRESSURE_FSYNC processes that write and fsync in a loop (default 2), in
 // the filesystem of the agent's checkpoint and log. PODFENCE_PRESSURE_SYNCS is how many agent
-// restarts (runtime Synchronize calls) are timed after the lifecycles (default 200).
+// restarts (runtime Synchronize calls) are timed after the lifecycles (default: one per 50
+// lifecycles, 10 to 200).
 const (
 	hogEnv       = "PODFENCE_PRESSURE_HOG" // set in the hog processes: "cpu" or "fsync:<dir>"
 	hogCPUEnv    = "PODFENCE_PRESSURE_CPU"
@@ -182,7 +183,7 @@ func BenchmarkLifecyclePressure(b *testing.B) {
 			}
 			gc := readGC().since(gc0)
 			// Restarts: the runtime synchronizes each new connection with every pod and container.
-			syncs := envInt(b, pressSyncEnv, 200)
+			syncs := envInt(b, pressSyncEnv, min(max(sides[0].n/50, 10), 200))
 			var pfSync, nopSync []time.Duration
 			restartAgent := func() {
 				ar.stop()
