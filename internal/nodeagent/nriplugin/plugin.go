@@ -13,9 +13,11 @@
 //     with podfence's values.
 //   - StopContainer, RemoveContainer, RemovePodSandbox: release.
 //
-// Handlers do bounded in-memory work under one mutex; the one call out, to the kubelet, is
-// made outside it, bounded, and once per pod. The checkpoint is read by New, before any
-// event, and written by one background goroutine, so no event waits for the disk.
+// Handlers do bounded in-memory work under one mutex and wait on no disk or API: the checkpoint
+// is read by New and written by one background goroutine (persist.go), a new layout is written
+// down by another (layout.go), and what Synchronize needs from outside is read before each
+// connection (Prepare). The calls out left, to the kubelet for a pod's devices and to the DRA
+// grant store, are made from memory when they can, else outside the mutex and bounded.
 package nriplugin
 
 import (

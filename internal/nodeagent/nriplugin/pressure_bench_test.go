@@ -217,29 +217,31 @@ func BenchmarkLifecyclePressure(b *testing.B) {
 // pressureReport logs the per-event latency table of both plugins (ms) and reports the
 // worst podfence event as a metric.
 func pressureReport(b *testing.B, title string, pf, nop *lifeSide, pfSync, nopSync []time.Duration, gc gcStats) {
-	var w strings.Builder
-	fmt.Fprintf(&w, "%s: %d lifecycles per plugin, alternating (ms)\n", title, pf.n)
+	worst := 0.0
+	for _, ds := range append(pf.lat[:], pfSync) {
+		if len(ds) > 0 {
+			worst = max(worst, msAt(ds, 1))
+		}
+	}
+	var w strings.Builder // benchmark logs keep 10 lines
+	fmt.Fprintf(&w, "%s: %d lifecycles per plugin, alternating (ms); worst podfence event %.1f ms (target ≤100: %s); "+
+		"%d GC cycles, longest stop-the-world pause ≤%.2f ms (the whole process)\n", title, pf.n, worst, met(worst <= 100),
+		gc.cycles, gc.maxPause*1e3)
 	tw := tabwriter.NewWriter(&w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "event\tpf p50\tp99\tp99.9\tmax\tnop p50\tp99\tp99.9\tmax\t\n")
-	worst := 0.0
 	row := func(name string, a, n []time.Duration) {
 		if len(a) == 0 || len(n) == 0 {
 			return
 		}
-		am := msAt(a, 1)
-		worst = max(worst, am)
 		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.1f\t%.3f\t%.3f\t%.3f\t%.1f\t\n", name, msAt(a, 0.5), msAt(a, 0.99),
-			msAt(a, 0.999), am, msAt(n, 0.5), msAt(n, 0.99), msAt(n, 0.999), msAt(n, 1))
+			msAt(a, 0.999), msAt(a, 1), msAt(n, 0.5), msAt(n, 0.99), msAt(n, 0.999), msAt(n, 1))
 	}
 	for e, name := range lifeEvents {
 		row(name, pf.lat[e], nop.lat[e])
 	}
 	row(fmt.Sprintf("Synchronize (%d restarts)", len(pfSync)), pfSync, nopSync)
 	_ = tw.Flush()
-	fmt.Fprintf(&w, "worst podfence event: %.1f ms (target ≤100: %s); during the lifecycles %d GC cycles, "+
-		"longest stop-the-world pause ≤%.2f ms (the process: runtime side, both plugins)", worst, met(worst <= 100), gc.cycles,
-		gc.maxPause*1e3)
-	b.Log("\n" + w.String())
+	b.Log("\n" + strings.TrimSuffix(w.String(), "\n"))
 	b.ReportMetric(worst, "max-event-ms")
 }
 

@@ -21,8 +21,9 @@ type syncReport struct {
 
 // Synchronize rebuilds the state from the runtime's live containers (see rebuild). Known
 // allocations come from the checkpoint (as New read it) on the first call and from memory
-// on later ones (reconnects). Allocations of containers that are gone are dropped. No container is ever
-// updated.
+// on later ones (reconnects). Allocations of containers that are gone are dropped. No
+// container is ever updated. It reads no file and calls no API (Prepare did, before the
+// connection).
 func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("Synchronize", &err)
 	a.reconf.Lock()
@@ -51,7 +52,7 @@ func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	}
 	if p := a.pending; p != nil { // the containers that blocked it may be gone
 		if _, blocking := a.blockers(p.node); len(blocking) == 0 {
-			due = true // the taker writes it down, then takes it (layout.go)
+			p.blocking, due = blocking, true // the taker writes it down, then takes it (layout.go)
 		} else if err := a.pend(p.node, p.since, blocking); first {
 			a.log.Warn("pool config read at start is pending", "err", err)
 		}
