@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/podfence/podfence/internal/asynclog"
 	"github.com/podfence/podfence/internal/cliflags"
 	"github.com/podfence/podfence/internal/kube/podresources"
 	"github.com/podfence/podfence/internal/nodeagent"
@@ -139,10 +141,15 @@ const cfsQuotasHelp = "which containers get a CFS quota: all (CPU-Pooler's defau
 	"(podfence's former rule: no quota for exclusive-only containers; one with both gets its exclusive CPUs plus its share)"
 
 func runAgent(ctx context.Context, f agentFlags, logOut io.Writer) error {
-	log, err := f.log.Logger(logOut)
+	out, err := f.log.Logger(logOut)
 	if err != nil {
 		return err
 	}
+	// The NRI handlers log every decision: they must not wait for a stderr pipe the runtime
+	// is slow to drain (package asynclog).
+	async := asynclog.New(out.Handler(), asynclog.DefaultRecords)
+	defer func() { _ = async.Close() }()
+	log := slog.New(async)
 	labels, err := parseLabels(f.labels)
 	if err != nil {
 		return err

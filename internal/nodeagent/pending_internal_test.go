@@ -95,6 +95,9 @@ func TestPendingPoolConfigReported(t *testing.T) {
 	if _, err := a.StopContainer(context.Background(), pod, ctr); err != nil {
 		t.Fatal(err)
 	}
+	if err := a.Flush(); err != nil { // the layout is taken once written down, after the event
+		t.Fatal(err)
+	}
 	if r := o.report(a); r.PendingPoolConfig != nil {
 		t.Errorf("still pending after its blocker stopped: %+v", r.PendingPoolConfig)
 	}

@@ -30,7 +30,7 @@ func (a *Plugin) requestWithClaims(ctx context.Context, pod *api.PodSandbox, ctr
 	if err != nil {
 		return c, pod, err
 	}
-	cl, err := a.claimsOf(pod, ctr)
+	cl, err := a.claimsOf(pod, ctr, fetch)
 	if err != nil || len(cl.UIDs) == 0 {
 		return c, pod, err
 	}
@@ -41,9 +41,10 @@ func (a *Plugin) requestWithClaims(ctx context.Context, pod *api.PodSandbox, ctr
 	return c, view, err
 }
 
-// claimsOf reads the grant of each claim ctr's environment names: a claim with no grant, or
-// not reserved for pod, refuses the container (plan.Claims.Add).
-func (a *Plugin) claimsOf(pod *api.PodSandbox, ctr *api.Container) (plan.Claims, error) {
+// claimsOf reads the grant of each claim ctr's environment names (from memory, or with read
+// from the store, bounded: grants.go): a claim with no grant, or not reserved for pod, refuses
+// the container (plan.Claims.Add).
+func (a *Plugin) claimsOf(pod *api.PodSandbox, ctr *api.Container, read bool) (plan.Claims, error) {
 	var cl plan.Claims
 	uids, err := grant.ClaimsInEnv(ctr.GetEnv())
 	if err != nil || len(uids) == 0 {
@@ -54,10 +55,10 @@ func (a *Plugin) claimsOf(pod *api.PodSandbox, ctr *api.Container) (plan.Claims,
 			return cl, &ClaimError{UID: uid, Err: fmt.Errorf("environment variable %s names it, but this agent reads no DRA "+
 				"grants (--dra-state-dir is empty)", grant.EnvName(uid))}
 		}
-		g, err := a.grants.Get(uid)
+		g, err := a.grants.get(uid, pod.GetUid(), read)
 		if errors.Is(err, grant.ErrNotFound) {
 			return cl, &ClaimError{UID: uid, Err: fmt.Errorf("no grant in %s: the DRA driver (podfence-dra) has not prepared "+
-				"the claim on this node", a.grants.Dir)}
+				"the claim on this node", a.grants.store.Dir)}
 		}
 		if err != nil {
 			return cl, &ClaimError{UID: uid, Err: err}
@@ -105,7 +106,7 @@ func (a *Plugin) epcViews(pods []*api.PodSandbox, ctrs []*api.Container) []*api.
 		if out == nil {
 			out = slices.Clone(pods)
 		}
-		cl, err := a.claimsOf(out[i], ctr)
+		cl, err := a.claimsOf(out[i], ctr, false)
 		if err == nil {
 			out[i], err = epcView(out[i], ctr.GetName(), cl)
 		}
@@ -123,12 +124,4 @@ func (a *Plugin) epcViews(pods []*api.PodSandbox, ctrs []*api.Container) []*api.
 // hasClaimMarker says whether ctr's environment names a DRA claim.
 func hasClaimMarker(ctr *api.Container) bool {
 	return slices.ContainsFunc(ctr.GetEnv(), func(e string) bool { return strings.HasPrefix(e, grant.EnvPrefix) })
-}
-
-// grantStore is the store in dir; nil for "".
-func grantStore(dir string) *grant.Store {
-	if dir == "" {
-		return nil
-	}
-	return &grant.Store{Dir: dir}
 }

@@ -35,7 +35,10 @@ func (a *Plugin) derive(node *plan.Node, lc liveCtr) (allocation.Allocation, boo
 		size := resource.NewQuantity(int64(p.CPUs.Size()), resource.DecimalSI)
 		switch p.Type {
 		case allocation.TypeExclusive: // CPUs gone offline since are still the container's
-			mine := p.CPUs.Union(node.Pools.Offline[name])
+			mine := p.CPUs
+			if off := node.Pools.Offline[name]; off.Size() > 0 { // a union copies the pool's set: per container at Synchronize
+				mine = mine.Union(off)
+			}
 			cpus, given := lc.cpus.Intersection(mine), c.ExclusiveCPUs.Intersection(mine)
 			if q.Cmp(*resource.NewQuantity(int64(node.Units(name, cpus)), resource.DecimalSI)) != 0 || !given.IsSubsetOf(cpus) {
 				return allocation.Allocation{}, false
@@ -57,7 +60,7 @@ func (a *Plugin) derive(node *plan.Node, lc liveCtr) (allocation.Allocation, boo
 	if al.MilliCPU > 0 && al.Type == allocation.TypeDefault {
 		al.Pool, al.Type = al.SharedPool, allocation.TypeShared
 	}
-	if !node.Decide(al).CPUs.Equals(onlineOf(node, lc.cpus)) {
+	if !sameCPUs(node.Decide(al).CPUs, onlineOf(node, lc.cpus)) { // Equals is reflect.DeepEqual: slow at every container
 		return allocation.Allocation{}, false
 	}
 	return al, true

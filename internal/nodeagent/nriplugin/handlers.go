@@ -49,9 +49,9 @@ func (a *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 	if err != nil {
 		return err
 	}
-	if err := a.kubelet.prefetch(ctx, pod); err != nil { // for its containers (kubelet.go)
+	a.kubelet.prefetch(pod, func(err error) { // for its containers, in the background (kubelet.go)
 		a.log.Debug("kubelet pod resources not read at RunPodSandbox; its containers ask again", "pod", podName(pod), "err", err)
-	}
+	})
 	a.logDecision("RunPodSandbox", pod, nil, d)
 	return a.notify("RunPodSandbox", func(e Extension) (bool, error) {
 		h, ok := e.(PodRunner)
@@ -122,6 +122,13 @@ func (a *Plugin) allocate(c plan.Container, id, sandbox string) (plan.Decision, 
 	if err != nil {
 		keepPrev()
 		return d, nil, err
+	}
+	if !d.Existing {
+		if err := a.fitsTaking(c); err != nil { // a layout is being written down (layout.go)
+			a.state.Release(c.Key())
+			keepPrev()
+			return d, nil, err
+		}
 	}
 	a.record(id, sandbox, d.Allocation, !d.Existing)
 	undo := func() {
@@ -265,12 +272,9 @@ func (a *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err
 	return nil
 }
 
-// Shutdown writes the checkpoint out: the runtime is going away.
-func (a *Plugin) Shutdown(context.Context) {
-	if err := a.Flush(); err != nil {
-		a.log.Error("runtime shutdown: checkpoint not fully written", "err", err)
-	}
-}
+// Shutdown has the checkpoint writer write what is queued without its batch gap: the runtime
+// is going away. It does not wait for the disk (Close, at the agent's exit, does).
+func (a *Plugin) Shutdown(context.Context) { a.persist.hurry() }
 
 // release frees what container instance id holds, if anything.
 func (a *Plugin) release(id string) { a.releaseAnd(id, nil) }

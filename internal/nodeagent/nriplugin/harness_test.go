@@ -39,6 +39,7 @@ pools:
 )
 
 func TestMain(m *testing.M) {
+	runHogIfAsked()        // a hog process of BenchmarkLifecyclePressure
 	nrilog.Set(quietNRI{}) // the runtime side's library logger is global; keep test output readable
 	os.Exit(m.Run())
 }
@@ -180,7 +181,8 @@ type runtime struct {
 	syncUpd    []*api.ContainerUpdate // updates plugins asked at Synchronize
 	unsolicted []*api.ContainerUpdate // updates plugins asked outside a request
 	seq        int
-	syncs      int // synchronizations since start: 1 at start-up, then 1 per plugin
+	syncs      int             // synchronizations since start: 1 at start-up, then 1 per plugin
+	syncLat    []time.Duration // how long each plugin's Synchronize took
 
 	// kill, if set, makes stop end plugin connections as a runtime process exit does (the
 	// runtime side's Stop leaves external plugins connected): plugins connect through a
@@ -248,12 +250,22 @@ func (rt *runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error 
 		ctrs = append(ctrs, c)
 	}
 	rt.mu.Unlock()
+	start := time.Now()
 	upd, err := cb(ctx, pods, ctrs)
+	took := time.Since(start)
 	rt.mu.Lock()
+	rt.syncLat = append(rt.syncLat, took)
 	rt.syncUpd = append(rt.syncUpd, upd...)
 	rt.syncs++
 	rt.mu.Unlock()
 	return err
+}
+
+// lastSync is how long the last Synchronize took.
+func (rt *runtime) lastSync() time.Duration {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.syncLat[len(rt.syncLat)-1]
 }
 
 // waitPlugins waits until n plugins have been synchronized and registered since start.

@@ -32,15 +32,25 @@ const (
 )
 
 // kubeletDevices is the kubelet's pod resources API and a cache of the devices of pods by
-// UID: filled at RunPodSandbox, or else at the pod's first container (devices are allocated
-// when the kubelet admits the pod, before it makes its sandbox, and never change), dropped
-// at RemovePodSandbox, refreshed and pruned to the live pods at Synchronize.
+// UID: filled in the background from RunPodSandbox, or else at the pod's first container
+// (devices are allocated when the kubelet admits the pod, before it makes its sandbox, and
+// never change), dropped at RemovePodSandbox, refreshed from a List made before each
+// connection (prelist) and pruned to the live pods at Synchronize.
 type kubeletDevices struct {
 	api     PodResources
 	timeout time.Duration
+	reads   sync.WaitGroup // prefetches in flight
 
-	mu    sync.Mutex
-	byUID map[string]podresources.Pod
+	mu       sync.Mutex
+	byUID    map[string]podresources.Pod
+	inflight map[string]chan struct{} // pods being prefetched, closed when done
+	listed   *kubeletList             // the List made before this connection, for its Synchronize
+}
+
+// kubeletList is the outcome of one List.
+type kubeletList struct {
+	pods map[podresources.Ref]podresources.Pod
+	err  error
 }
 
 func newKubeletDevices(api PodResources, timeout time.Duration) *kubeletDevices {
@@ -50,7 +60,7 @@ func newKubeletDevices(api PodResources, timeout time.Duration) *kubeletDevices 
 	if timeout <= 0 {
 		timeout = DefaultPodResourcesTimeout
 	}
-	return &kubeletDevices{api: api, timeout: timeout, byUID: map[string]podresources.Pod{}}
+	return &kubeletDevices{api: api, timeout: timeout, byUID: map[string]podresources.Pod{}, inflight: map[string]chan struct{}{}}
 }
 
 // requestOf is what ctr asks for: its annotations (containerOf) and, when its pod carries no
@@ -108,17 +118,32 @@ func poolEnv(ctr *api.Container, c plan.Container) string {
 }
 
 // devices returns the kubelet's devices of container in pod: from the cache, else (fetch)
-// from the kubelet within k.timeout. A pod the kubelet does not have has no devices.
+// from the kubelet, waiting for a prefetch of the pod in flight first; within k.timeout in
+// all. A pod the kubelet does not have has no devices.
 func (k *kubeletDevices) devices(ctx context.Context, pod *api.PodSandbox, container string, fetch bool) (podresources.Devices, error) {
 	uid := pod.GetUid()
 	k.mu.Lock()
 	d, ok := k.byUID[uid][container]
+	inflight := k.inflight[uid]
 	k.mu.Unlock()
 	if ok || !fetch {
 		return d, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
+	if inflight != nil {
+		select {
+		case <-inflight:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("the kubelet did not answer the read of its pod (from RunPodSandbox) in time: %w", ctx.Err())
+		}
+		k.mu.Lock()
+		d, ok = k.byUID[uid][container]
+		k.mu.Unlock()
+		if ok {
+			return d, nil
+		}
+	}
 	p, err := k.api.Pod(ctx, podresources.Ref{Namespace: pod.GetNamespace(), Name: pod.GetName()}, container)
 	if errors.Is(err, podresources.ErrNoPod) {
 		p, err = podresources.Pod{}, nil
@@ -133,31 +158,51 @@ func (k *kubeletDevices) devices(ctx context.Context, pod *api.PodSandbox, conta
 	return p[container], nil
 }
 
-// prefetch reads the devices of a new pod without a pool request annotation at
+// prefetch starts reading the devices of a new pod without a pool request annotation at
 // RunPodSandbox (the kubelet allocated them when it admitted the pod, before it made the
-// sandbox), so that CreateContainer finds them in the cache. Bounded as devices is; a
-// failure is returned for the log only, and CreateContainer asks again. Safe on a nil k.
-func (k *kubeletDevices) prefetch(ctx context.Context, pod *api.PodSandbox) error {
+// sandbox), so that CreateContainer finds them in the cache. It does not wait for the
+// kubelet: the read runs in the background, bounded as devices is; a failure goes to failed
+// (for the log only), and CreateContainer asks again. Safe on a nil k.
+func (k *kubeletDevices) prefetch(pod *api.PodSandbox, failed func(error)) {
 	if k == nil {
-		return nil
+		return
 	}
 	if _, annotated := pod.GetAnnotations()[podapi.AnnotationCPUPools]; annotated {
-		return nil
+		return
 	}
+	uid := pod.GetUid()
 	k.mu.Lock()
-	_, known := k.byUID[pod.GetUid()]
+	_, known := k.byUID[uid]
+	_, reading := k.inflight[uid]
+	if known || reading { // a re-created sandbox
+		k.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	k.inflight[uid] = done
 	k.mu.Unlock()
-	if known { // a re-created sandbox
-		return nil
+	k.reads.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
+		defer cancel()
+		p, err := k.api.Pod(ctx, podresources.Ref{Namespace: pod.GetNamespace(), Name: pod.GetName()}, "")
+		if err == nil {
+			k.put(uid, p)
+		}
+		k.mu.Lock()
+		delete(k.inflight, uid)
+		k.mu.Unlock()
+		close(done)
+		if err != nil {
+			failed(err)
+		}
+	})
+}
+
+// wait waits for the prefetches in flight. Safe on a nil k.
+func (k *kubeletDevices) wait() {
+	if k != nil {
+		k.reads.Wait()
 	}
-	ctx, cancel := context.WithTimeout(ctx, k.timeout)
-	defer cancel()
-	p, err := k.api.Pod(ctx, podresources.Ref{Namespace: pod.GetNamespace(), Name: pod.GetName()}, "")
-	if err != nil {
-		return err
-	}
-	k.put(pod.GetUid(), p)
-	return nil
 }
 
 // put caches a pod's devices.
@@ -180,10 +225,26 @@ func (k *kubeletDevices) drop(uid string) {
 	delete(k.byUID, uid)
 }
 
-// refresh reads every pod's devices with one List (none when every pod carries a pool
-// request annotation) and keeps those of pods (the live ones) without it; the cache keeps no
-// other pod. Safe on a nil k.
-func (k *kubeletDevices) refresh(ctx context.Context, pods []*api.PodSandbox) error {
+// prelist reads every pod's devices with one List, bounded, for the next Synchronize (Run
+// calls it before each connection: a Synchronize must not wait for the kubelet). Safe on a
+// nil k.
+func (k *kubeletDevices) prelist(ctx context.Context) {
+	if k == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, syncPodResourcesTimeout)
+	list, err := k.api.List(ctx)
+	cancel()
+	k.mu.Lock()
+	k.listed = &kubeletList{pods: list, err: err}
+	k.mu.Unlock()
+}
+
+// refresh keeps the devices of pods (the live ones) without a pool request annotation,
+// from the List made before this connection where it has them, else from the cache; the
+// cache keeps no other pod. It returns the List's error if a pod needed it. It does not call
+// the kubelet. Safe on a nil k.
+func (k *kubeletDevices) refresh(pods []*api.PodSandbox) error {
 	if k == nil {
 		return nil
 	}
@@ -193,26 +254,25 @@ func (k *kubeletDevices) refresh(ctx context.Context, pods []*api.PodSandbox) er
 			need = append(need, p)
 		}
 	}
-	var list map[podresources.Ref]podresources.Pod
-	var err error
-	if len(need) > 0 {
-		ctx, cancel := context.WithTimeout(ctx, syncPodResourcesTimeout)
-		list, err = k.api.List(ctx)
-		cancel()
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	listed := k.listed
+	k.listed = nil
 	old := k.byUID
 	k.byUID = make(map[string]podresources.Pod, len(need))
 	for _, p := range need {
-		if err == nil {
-			k.byUID[p.GetUid()] = list[podresources.Ref{Namespace: p.GetNamespace(), Name: p.GetName()}]
-		} else if d, ok := old[p.GetUid()]; ok {
+		if listed != nil && listed.err == nil {
+			if d, ok := listed.pods[podresources.Ref{Namespace: p.GetNamespace(), Name: p.GetName()}]; ok {
+				k.byUID[p.GetUid()] = d
+				continue
+			}
+		}
+		if d, ok := old[p.GetUid()]; ok {
 			k.byUID[p.GetUid()] = d
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("kubelet pod resources: %w", err)
+	if listed != nil && listed.err != nil && len(need) > 0 {
+		return fmt.Errorf("kubelet pod resources: %w", listed.err)
 	}
 	return nil
 }

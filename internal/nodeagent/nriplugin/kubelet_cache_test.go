@@ -50,9 +50,10 @@ func (k *countingKubelet) count() int {
 	return k.calls
 }
 
-// TestKubeletAskedOncePerPod: a pod's devices are read from the kubelet once, at
+// TestKubeletAskedOncePerPod: a pod's devices are read from the kubelet once, from
 // RunPodSandbox, and its containers find them there even after other pods started; a
-// failure to read them is logged, and a failing List at Synchronize too.
+// failure to read them is logged, and a failing List before a connection too, at its
+// Synchronize.
 func TestKubeletAskedOncePerPod(t *testing.T) {
 	kubelet := &countingKubelet{}
 	var rn node
@@ -68,6 +69,9 @@ func TestKubeletAskedOncePerPod(t *testing.T) {
 		if err := a.RunPodSandbox(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := a.Flush(); err != nil { // the reads RunPodSandbox started in the background
+		t.Fatal(err)
 	}
 	if _, err := createOn(t, a, first, "c1", "app", nil); err != nil {
 		t.Fatal(err)
@@ -85,11 +89,15 @@ func TestKubeletAskedOncePerPod(t *testing.T) {
 	if err := a.RunPodSandbox(t.Context(), rn.pod("third", nil)); err != nil {
 		t.Fatal(err)
 	}
+	if err := a.Flush(); err != nil { // the read RunPodSandbox started in the background
+		t.Fatal(err)
+	}
 	if got := lb.lines("kubelet pod resources not read at RunPodSandbox", "kubelet down"); len(got) != 1 {
 		t.Errorf("a failed read logged %q; want one line", got)
 	}
 	ctx, cancel := context.WithDeadline(t.Context(), testwait.Deadline(t))
 	defer cancel()
+	a.Prepare(ctx) // the List before a connection, as Run makes it
 	if _, err := a.Synchronize(ctx, rn.pods, rn.ctrs); err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +123,9 @@ func TestKubeletCacheBound(t *testing.T) {
 		p := &api.PodSandbox{Id: id, Uid: "uid-" + id, Namespace: "ns", Name: id}
 		pods = append(pods, p)
 		if err := a.RunPodSandbox(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Flush(); err != nil { // the read RunPodSandbox started in the background
 			t.Fatal(err)
 		}
 		return p

@@ -59,6 +59,7 @@ func syncedLog(t *testing.T, pn *plan.Node, cp nriplugin.Checkpoint, rn *node, o
 	t.Cleanup(func() { _ = a.Close() })
 	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
+	a.Prepare(ctx) // as Run does before connecting
 	if upd, err := a.Synchronize(ctx, rn.pods, rn.ctrs); err != nil || len(upd) > 0 {
 		t.Fatalf("Synchronize: %v, updates %v", err, upd)
 	}

@@ -156,12 +156,17 @@ func (p *persister) write(k allocation.Key, a *allocation.Allocation) (err error
 	return p.store.Put(*a)
 }
 
-// flush waits for every change queued before the call.
-func (p *persister) flush() error {
+// hurry has the writer write what is queued without waiting for the batch gap.
+func (p *persister) hurry() {
 	select {
 	case p.now <- struct{}{}:
 	default:
 	}
+}
+
+// flush waits for every change queued before the call.
+func (p *persister) flush() error {
+	p.hurry()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	target := p.queued

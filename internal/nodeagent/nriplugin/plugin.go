@@ -14,9 +14,11 @@
 //   - StopContainer, RemoveContainer, RemovePodSandbox: release (a native sidecar keeps what
 //     it holds at StopContainer, for its next instance).
 //
-// Handlers do bounded in-memory work under one mutex; the one call out, to the kubelet, is
-// made outside it, bounded, and once per pod. The checkpoint is written by one
-// background goroutine, so no CreateContainer waits for an fsync.
+// Handlers do bounded in-memory work under one mutex and wait on no disk or API: the checkpoint
+// is read by New and written by one background goroutine (persist.go), a new layout is written
+// down by another (layout.go), and what Synchronize needs from outside is read before each
+// connection (Prepare). The calls out left, to the kubelet for a pod's devices and to the DRA
+// grant store, are made from memory when they can, else outside the mutex and bounded.
 package nriplugin
 
 import (
@@ -28,7 +30,6 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/allocation"
 	"github.com/podfence/podfence/internal/cpu/plan"
-	"github.com/podfence/podfence/internal/dra/grant"
 )
 
 // Checkpoint persists allocations across agent restarts; *checkpoint.Store is one.
@@ -42,8 +43,10 @@ type Checkpoint interface {
 type Options struct {
 	// Extensions ride on the agent's events, in this order (see Extension).
 	Extensions []Extension
-	// LayoutChanged, if set, is called after the agent took a new layout (Reload, or a
-	// pending one once nothing blocks it), outside the agent's locks.
+	// LayoutChanged, if set, writes down the layout in force: it is called with each new
+	// layout (Reload, or a pending one once nothing blocks it) before the agent answers any
+	// container by it, and again with the old one if the new one was found blocked then
+	// (layout.go); one call at a time, outside the agent's locks and never in an NRI event.
 	LayoutChanged func(*plan.Node)
 	// Next, if set, is a layout to switch to after the first Synchronize, as Reload does: the
 	// pool config read at start when the layout last in force (the one the running
@@ -64,52 +67,71 @@ type Options struct {
 // handed out. Create it with New and connect it with Run.
 type Plugin struct {
 	node     atomic.Pointer[plan.Node] // swapped whole by Reload
+	layoutMu sync.Mutex                // serialises layout changes and their writing down (layout.go); before reconf
 	reconf   sync.Mutex                // serialises Synchronize and Reload
+	taker    *taker                    // takes pending layouts in the background (layout.go)
 	log      *slog.Logger
 	exts     []Extension
-	store    Checkpoint
 	persist  *persister
 	onLayout func(*plan.Node)
-	next     *plan.Node      // Options.Next until the first Synchronize
-	kubelet  *kubeletDevices // nil without Options.PodResources
-	grants   *grant.Store    // nil without Options.DRAStateDir
+	next     *plan.Node              // Options.Next until the first Synchronize
+	kubelet  *kubeletDevices         // nil without Options.PodResources
+	grants   *grantReads             // nil without Options.DRAStateDir
+	poolReqs poolRequests            // parsed podfence.io/cpu-pools values (poolreqs.go)
+	loaded   []allocation.Allocation // the checkpoint's records, for the first Synchronize
+	loadErr  error
 
 	// mu guards everything below. Invariant: every key in hold holds an allocation in state.
 	mu       sync.Mutex
 	state    *plan.Ledger
 	hold     *holders      // the container instances holding allocations
 	pending  *pending      // a layout waiting for containers to end (see Reload)
-	retryDue bool          // pending has no blocker left: retry before answering
+	retryDue bool          // pending has no blocker left: wake the taker
+	taking   *plan.Node    // a layout being written down (layout.go)
 	syncs    int           // completed Synchronize calls
 	syncC    chan struct{} // closed and replaced at each Synchronize
 }
 
-// New returns an agent for node that records its allocations in cp. It starts the
-// checkpoint writer; Close stops it.
+// New returns an agent for node that records its allocations in cp. It reads cp's records
+// (for the first Synchronize, which must not wait for the disk) and starts the checkpoint
+// writer; Close stops it.
 func New(node *plan.Node, cp Checkpoint, log *slog.Logger, opts Options) *Plugin {
+	recs, lerr := cp.Load()
 	a := &Plugin{
+		loaded:   recs,
+		loadErr:  lerr,
 		log:      log,
 		exts:     opts.Extensions,
 		onLayout: opts.LayoutChanged,
 		next:     opts.Next,
 		kubelet:  newKubeletDevices(opts.PodResources, opts.PodResourcesTimeout),
-		grants:   grantStore(opts.DRAStateDir),
-		store:    cp,
+		grants:   newGrantReads(opts.DRAStateDir),
 		persist:  newPersister(cp, log),
 		state:    plan.NewLedger(node),
 		hold:     newHolders(),
 		syncC:    make(chan struct{}),
 	}
 	a.node.Store(node)
+	a.startTaker()
 	return a
 }
 
-// Flush waits until every allocation change made so far is in the checkpoint, and returns
-// the write errors since the previous Flush.
-func (a *Plugin) Flush() error { return a.persist.flush() }
+// Flush waits for the agent's background work: the kubelet reads RunPodSandbox started, a
+// pending layout whose last blocker was released (taken, or found blocked again), and the
+// checkpoint writes of every allocation change made so far; it returns the write errors
+// since the previous Flush.
+func (a *Plugin) Flush() error {
+	a.kubelet.wait()
+	a.waitTaker()
+	return a.persist.flush()
+}
 
-// Close flushes the checkpoint and stops its writer. Call it after Run returns.
-func (a *Plugin) Close() error { return a.persist.close() }
+// Close stops the layout taker, flushes the checkpoint and stops its writer. Call it after
+// Run returns.
+func (a *Plugin) Close() error {
+	a.stopTaker()
+	return a.persist.close()
+}
 
 // WaitSynchronized waits until the runtime has synchronized the agent at least n times
 // (once per connection).

@@ -26,6 +26,15 @@ type Connection struct {
 	MinBackoff, MaxBackoff time.Duration
 }
 
+// Prepare reads what the next Synchronize needs from outside the agent (the kubelet's pod
+// resources of every pod, bounded; the DRA grants), so that the Synchronize waits for
+// nothing; Run calls it before each connection. A Synchronize without it rebuilds from what
+// the agent holds.
+func (a *Plugin) Prepare(ctx context.Context) {
+	a.kubelet.prelist(ctx)
+	a.grants.load()
+}
+
 // Run connects to the runtime and serves it until ctx ends. When the connection is lost, or
 // cannot be made, it retries with exponential backoff; the runtime synchronizes the agent
 // on every new connection. It returns nil when ctx ends, or an error when the plugin cannot
@@ -46,6 +55,7 @@ func (a *Plugin) Run(ctx context.Context, conn Connection) error {
 	}
 	backoff := minB
 	for {
+		a.Prepare(ctx)
 		lost := make(chan struct{})
 		var once sync.Once
 		s, err := stub.New(a,

@@ -33,33 +33,28 @@ var ErrPending = errors.New("running containers would have to move")
 // quota under the new layout, and every exclusive allocation must fit it as it is. If one
 // does not, the old layout stays in force and the new one is pending (see Pending): it is
 // taken as soon as the last container blocking it is released (or at RetryReload), and a
-// newer Reload replaces it. The error names the blocking containers.
+// newer Reload replaces it. The error names the blocking containers. A layout taken is
+// written down (Options.LayoutChanged) before it is in force (see take).
 func (a *Plugin) Reload(node *plan.Node) error {
-	a.reconf.Lock()
-	defer a.reconf.Unlock()
-	a.mu.Lock()
-	taken, err := a.reloadLocked(node, time.Now())
-	a.mu.Unlock()
-	if taken {
-		a.layoutChanged(node)
-	}
+	a.layoutMu.Lock()
+	defer a.layoutMu.Unlock()
+	_, err := a.take(node, time.Now())
 	return err
 }
 
 // RetryReload tries the pending layout again; it reports whether one was taken.
 func (a *Plugin) RetryReload() bool {
-	a.reconf.Lock()
-	defer a.reconf.Unlock()
+	a.layoutMu.Lock()
+	defer a.layoutMu.Unlock()
 	a.mu.Lock()
 	p := a.pending
-	taken := false
-	if p != nil {
-		taken, _ = a.reloadLocked(p.node, p.since)
-	}
 	a.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	taken, _ := a.take(p.node, p.since)
 	if taken {
 		a.log.Info("pending pool config taken: no running container blocks it any more", "poolConfig", p.node.Pools.Source)
-		a.layoutChanged(p.node)
 	}
 	return taken
 }
@@ -82,25 +77,17 @@ func (a *Plugin) PendingReload() (status.PendingPoolConfig, bool) {
 	return out, true
 }
 
-// reloadLocked takes node if nothing blocks it, else makes it the pending layout. The
-// caller holds reconf and mu.
-func (a *Plugin) reloadLocked(node *plan.Node, since time.Time) (bool, error) {
-	next, blocking := a.blockers(node)
-	if len(blocking) > 0 {
-		a.pending = &pending{node: node, since: since, blocking: blocking}
-		var reasons []string
-		for k, b := range blocking {
-			reasons = append(reasons, fmt.Sprintf("container %s (%s/%s %s): %s", k, b.Namespace, b.Pod, b.Container, b.Reason))
-		}
-		slices.Sort(reasons)
-		return false, fmt.Errorf("new pool config %s waits and the old one stays in force: %w: %s",
-			filepath.Base(node.Pools.Source), ErrPending, strings.Join(reasons, "; "))
+// pend makes node the pending layout, blocked by blocking, and returns the error that names
+// them. The caller holds mu.
+func (a *Plugin) pend(node *plan.Node, since time.Time, blocking map[allocation.Key]status.Blocker) error {
+	a.pending = &pending{node: node, since: since, blocking: blocking}
+	var reasons []string
+	for k, b := range blocking {
+		reasons = append(reasons, fmt.Sprintf("container %s (%s/%s %s): %s", k, b.Namespace, b.Pod, b.Container, b.Reason))
 	}
-	a.pending = nil
-	a.persistDiff(a.state.Allocations(), next.Allocations())
-	a.node.Store(node)
-	a.state = next
-	return true, nil
+	slices.Sort(reasons)
+	return fmt.Errorf("new pool config %s waits and the old one stays in force: %w: %s",
+		filepath.Base(node.Pools.Source), ErrPending, strings.Join(reasons, "; "))
 }
 
 // blockers checks every allocation against node: the state it would have there, and the
@@ -120,10 +107,11 @@ func (a *Plugin) blockers(node *plan.Node) (*plan.Ledger, map[allocation.Key]sta
 		al, _ := a.state.Get(c.Key)
 		block(al, c.Reason)
 	}
-	running := cpuset.New()
-	for _, al := range allocs {
-		running = running.Union(al.CPUs)
+	held := make([]cpuset.CPUSet, len(allocs))
+	for i, al := range allocs {
+		held[i] = al.CPUs
 	}
+	running := cpuset.New().Union(held...)
 	next := plan.NewLedger(node)
 	for _, al := range allocs {
 		if _, ok := blocking[al.Key()]; ok {
@@ -166,19 +154,20 @@ func (a *Plugin) unblocked(k allocation.Key) {
 	a.retryDue = true
 }
 
-// retryIfDue retries the pending layout if its last blocker was released, before the
-// event that released it is answered. The caller holds no lock.
+// retryIfDue wakes the taker if the pending layout's last blocker was released: the event
+// that released it does not wait for the layout to be written down. The caller holds no lock.
 func (a *Plugin) retryIfDue() {
 	a.mu.Lock()
 	due := a.retryDue
 	a.retryDue = false
 	a.mu.Unlock()
 	if due {
-		a.RetryReload()
+		a.wakeTaker()
 	}
 }
 
-// layoutChanged tells the listener that a new layout is in force.
+// layoutChanged tells the listener the layout to write down. The caller holds layoutMu and
+// no other lock.
 func (a *Plugin) layoutChanged(node *plan.Node) {
 	if a.onLayout != nil {
 		a.onLayout(node)
@@ -191,13 +180,15 @@ func (a *Plugin) layoutChanged(node *plan.Node) {
 // that went offline stay held (in no free set) until they end, and a pool's offline CPUs are
 // reported (pools.Node.Offline) until they are back.
 func (a *Plugin) SetTopology(topo *topology.Topology) error {
+	a.layoutMu.Lock() // the layout is written down after the swap, in order with take's
+	defer a.layoutMu.Unlock()
 	a.reconf.Lock()
-	defer a.reconf.Unlock()
 	a.mu.Lock()
 	cur := a.node.Load()
 	node, err := onTopology(cur, topo)
 	if err != nil {
 		a.mu.Unlock()
+		a.reconf.Unlock()
 		return fmt.Errorf("CPUs online now %s: %w", topo.Online(), err)
 	}
 	next := plan.NewLedger(node)
@@ -216,6 +207,7 @@ func (a *Plugin) SetTopology(topo *topology.Topology) error {
 		}
 	}
 	a.mu.Unlock()
+	a.reconf.Unlock()
 	a.layoutChanged(node)
 	return nil
 }

@@ -90,6 +90,9 @@ func TestReloadWaitsForEveryRunningContainer(t *testing.T) {
 	if _, ok := n.Pools.Pool("exclusive_c"); !ok {
 		t.Fatalf("the layout taken has no exclusive_c: %v", n.Pools.Source)
 	}
+	if err := ar.Flush(); err != nil { // written down (LayoutChanged), then taken
+		t.Fatal(err)
+	}
 	if _, ok := ar.PendingReload(); ok {
 		t.Error("a config is still pending after it was taken")
 	}

@@ -38,7 +38,7 @@ func (a *Plugin) containerOf(pod *api.PodSandbox, ctr *api.Container) (plan.Cont
 		v, ok = ctr.GetAnnotations()[podapi.AnnotationCPUPools]
 	}
 	if ok {
-		byCtr, err := podapi.ParseCPUPoolsFor(v, c.Name)
+		byCtr, err := a.poolReqs.parse(v, c.Name) // podapi.ParseCPUPoolsFor, memoized
 		if err != nil {
 			return c, err
 		}

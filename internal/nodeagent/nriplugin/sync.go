@@ -22,41 +22,40 @@ type syncReport struct {
 }
 
 // Synchronize rebuilds the state from the runtime's live containers (see rebuild). Known
-// allocations come from the checkpoint on the first call and from memory on later ones
-// (reconnects). Allocations of containers that are gone are dropped. No container is ever
-// updated.
+// allocations come from the checkpoint (as New read it) on the first call and from memory
+// on later ones (reconnects). Allocations of containers that are gone are dropped. No
+// container is ever updated. It reads no file and calls no API (Prepare did, before the
+// connection).
 func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (_ []*api.ContainerUpdate, err error) {
 	defer a.recovered("Synchronize", &err)
 	a.reconf.Lock()
 	defer a.reconf.Unlock()
 	a.mu.Lock()
 	first := a.syncs == 0
-	known := a.state.Allocations()
+	known := a.state.Unsorted() // order does not matter below
 	a.mu.Unlock()
-	if first {
-		recs, lerr := a.store.Load()
-		if lerr != nil {
-			a.log.Error("checkpoint unreadable; rebuilding from the runtime alone", "err", lerr)
+	if first { // read by New
+		if a.loadErr != nil {
+			a.log.Error("checkpoint unreadable; rebuilding from the runtime alone", "err", a.loadErr)
 		}
-		known = recs
+		known, a.loaded, a.loadErr = a.loaded, nil, nil
 	}
-	if err := a.kubelet.refresh(ctx, pods); err != nil { // for derive; it does without
+	if err := a.kubelet.refresh(pods); err != nil { // for derive, from the List made before connecting; it does without
 		a.log.Warn("containers of pods without a pool request annotation are rebuilt without their kubelet devices", "err", err)
 	}
 	next, hold, rep := a.rebuild(known, pods, ctrs)
 
 	a.mu.Lock()
 	a.state, a.hold = next, hold
-	a.persistDiff(known, next.Allocations())
-	var taken *plan.Node
+	a.persistDiff(known, next.Unsorted())
+	due := false
 	if first && a.next != nil {
 		a.pending, a.next = &pending{node: a.next, since: time.Now()}, nil
 	}
 	if p := a.pending; p != nil { // the containers that blocked it may be gone
-		ok, err := a.reloadLocked(p.node, p.since)
-		if ok {
-			taken = p.node
-		} else if first {
+		if _, blocking := a.blockers(p.node); len(blocking) == 0 {
+			p.blocking, due = blocking, true // the taker writes it down, then takes it (layout.go)
+		} else if err := a.pend(p.node, p.since, blocking); first {
 			a.log.Warn("pool config read at start is pending", "err", err)
 		}
 	}
@@ -64,9 +63,8 @@ func (a *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	close(a.syncC)
 	a.syncC = make(chan struct{})
 	a.mu.Unlock()
-	if taken != nil {
-		a.log.Info("pending pool config taken: no running container blocks it any more", "poolConfig", taken.Pools.Source)
-		a.layoutChanged(taken)
+	if due {
+		a.wakeTaker()
 	}
 	a.log.Info("synchronized", "containers", rep.containers, "derived", rep.derived, "restored", rep.restored,
 		"adopted", rep.adopted, "unmanaged", rep.unmanaged, "dropped", rep.dropped)
@@ -139,10 +137,11 @@ func (a *Plugin) rebuild(known []allocation.Allocation, pods []*api.PodSandbox, 
 		rep.unmanaged++
 	}
 	next, hold := plan.NewLedger(node), newHolders()
-	running := cpuset.New()
-	for _, c := range claims {
-		running = running.Union(c.al.CPUs)
+	held := make([]cpuset.CPUSet, len(claims))
+	for i, c := range claims {
+		held[i] = c.al.CPUs
 	}
+	running := cpuset.New().Union(held...) // one union: a union per claim copies the set each time
 	for _, c := range claims {
 		al := c.al
 		al.Idled = al.Idled.Difference(running)
