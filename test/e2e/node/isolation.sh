@@ -18,7 +18,7 @@ irq_affinities() {
 irqs_holding() {
 	local line irq list
 	while IFS='=' read -r irq list; do
-		[[ " $(cpulist_expand "$list") " == *" $1 "* ]] && printf '%s ' "$irq"
+		[[ " $(cpulist_expand "$list" | tr "\n" " ") " == *" $1 "* ]] && printf '%s ' "$irq"
 	done
 	true
 }
