@@ -197,16 +197,7 @@ func (m *Manager) poolIsolation(a allocation.Allocation) pools.Isolation {
 		if !ok {
 			continue
 		}
-		i := p.Isolation
-		if i.IRQLoadBalancing == pools.Disable {
-			out.IRQLoadBalancing = pools.Disable
-		}
-		if i.CPULoadBalancing == pools.Disable {
-			out.CPULoadBalancing = pools.Disable
-		}
-		if i.Policy == pools.Required {
-			out.Policy = pools.Required
-		}
+		out = mergeIsolation(out, p.Isolation)
 	}
 	return out
 }

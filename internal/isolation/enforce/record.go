@@ -13,6 +13,7 @@ import (
 
 	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/isolation"
+	"github.com/podfence/podfence/internal/regfile"
 )
 
 // RecordFile is the record's name in the agent's state directory.
@@ -99,7 +100,7 @@ func (r *record) UnmarshalJSON(b []byte) error {
 // loadRecord reads the record in dir; ok false when there is none.
 func loadRecord(dir string) (r record, ok bool, err error) {
 	file := filepath.Join(dir, RecordFile)
-	b, err := readSmall(file, maxRecordBytes)
+	b, err := regfile.ReadFileMax(file, maxRecordBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return record{}, false, nil
 	}
@@ -119,7 +120,10 @@ func saveRecord(dir string, r record) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(dir, RecordFile, b)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return regfile.WriteAtomic(dir, RecordFile, b)
 }
 
 // removeRecord removes the record: nothing is changed any more.
@@ -129,58 +133,4 @@ func removeRecord(dir string) error {
 		return nil
 	}
 	return err
-}
-
-// readSmall reads a regular file of at most max bytes.
-func readSmall(file string, max int64) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s)", file, st.Mode().Type())
-	}
-	if st.Size() > max {
-		return nil, fmt.Errorf("%s: %d bytes, over %d", file, st.Size(), max)
-	}
-	return os.ReadFile(file)
-}
-
-// writeAtomic writes data to dir/name through a temporary file, synced, then renamed.
-func writeAtomic(dir, name string, data []byte) (err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+name+".*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
-	}
-	if err = os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -37,7 +37,7 @@ const (
 	versionFile = "VERSION"
 	// JournalFile is the journal's name in the checkpoint directory.
 	JournalFile = "allocations.jsonl"
-	tmpSuffix   = ".tmp"
+	tmpSuffix   = regfile.TempSuffix
 	// maxRecordBytes caps a journal line. A real record is under 1 KiB; the longest CPU lists
 	// (every other CPU up to topology.MaxCPUID) take about 20 KB each.
 	maxRecordBytes = 64 << 10
@@ -73,7 +73,7 @@ func Open(dir string) (*Store, error) {
 	b, err := regfile.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := writeAtomic(dir, versionFile, []byte(strconv.Itoa(Version)+"\n")); err != nil {
+		if err := regfile.WriteAtomic(dir, versionFile, []byte(strconv.Itoa(Version)+"\n")); err != nil {
 			return nil, fmt.Errorf("create checkpoint version file: %w", err)
 		}
 		return s, nil
@@ -232,7 +232,7 @@ func (s *Store) compactLocked() ([]allocation.Allocation, []error, error) {
 		}
 		buf = append(buf, line...)
 	}
-	if err := writeAtomic(s.dir, JournalFile, buf); err != nil {
+	if err := regfile.WriteAtomic(s.dir, JournalFile, buf); err != nil {
 		return allocs, problems, fmt.Errorf("rewrite journal: %w", err)
 	}
 	s.lines, s.live = len(allocs), len(allocs)
@@ -297,45 +297,6 @@ func (s *Store) endLine() error {
 		}
 	}
 	return nil
-}
-
-// writeAtomic replaces dir/name with data: temp file, fsync, rename, fsync dir.
-func writeAtomic(dir, name string, data []byte) (err error) {
-	f, err := os.CreateTemp(dir, name+".*"+tmpSuffix)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		_ = d.Close()
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return d.Close()
 }
 
 func compareKeys(a, b allocation.Key) int {

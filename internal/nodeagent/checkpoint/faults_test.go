@@ -1,10 +1,6 @@
 package checkpoint
 
 import (
-	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,28 +17,5 @@ func TestWriteBatchWritesPastABadRecord(t *testing.T) {
 	}
 	if got := mustLoad(t, s); len(got) != 1 || got[0].Key() != good.Key() {
 		t.Errorf("Load() = %+v, want only %v", got, good.Key())
-	}
-}
-
-// TestWriteAtomicFailureLeavesNoTempFile: a replace that fails (here the target is a
-// non-empty directory) returns the rename's error and leaves no temp file behind.
-func TestWriteAtomicFailureLeavesNoTempFile(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "VERSION", "x"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeAtomic(dir, "VERSION", []byte("1\n")); err == nil {
-		t.Fatal("writeAtomic over a non-empty directory succeeded")
-	}
-	tmps, err := filepath.Glob(filepath.Join(dir, "*"+tmpSuffix))
-	if err != nil || len(tmps) != 0 {
-		t.Errorf("temp files left: %v (%v)", tmps, err)
-	}
-}
-
-// TestSyncDirMissing: the directory's own error (it does not exist), not a later one.
-func TestSyncDirMissing(t *testing.T) {
-	if err := syncDir(filepath.Join(t.TempDir(), "gone")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("syncDir of a missing directory: %v, want not exist", err)
 	}
 }

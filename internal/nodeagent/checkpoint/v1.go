@@ -55,10 +55,10 @@ func (s *Store) convertV1() error {
 		}
 		buf = append(buf, line...)
 	}
-	if err := writeAtomic(s.dir, JournalFile, buf); err != nil {
+	if err := regfile.WriteAtomic(s.dir, JournalFile, buf); err != nil {
 		return fmt.Errorf("convert version 1 checkpoint: write journal: %w", err)
 	}
-	if err := writeAtomic(s.dir, versionFile, []byte(strconv.Itoa(Version)+"\n")); err != nil {
+	if err := regfile.WriteAtomic(s.dir, versionFile, []byte(strconv.Itoa(Version)+"\n")); err != nil {
 		return fmt.Errorf("convert version 1 checkpoint: write version: %w", err)
 	}
 	for _, f := range files {
