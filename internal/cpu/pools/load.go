@@ -164,14 +164,18 @@ func readConfig(path string) ([]byte, error) {
 	}
 	defer func() { _ = f.Close() }()
 	var size int64
-	if info, err := f.Stat(); err == nil {
+	info, err := f.Stat()
+	if err == nil {
 		size = min(info.Size(), MaxConfigBytes)
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead)) // one allocation
 	if _, err := buf.ReadFrom(io.LimitReader(f, MaxConfigBytes+1)); err != nil {
 		return nil, fmt.Errorf("load pool config: %w", err)
 	}
-	if buf.Len() > MaxConfigBytes { // not a regular file, or it grew since configFiles
+	if buf.Len() > MaxConfigBytes { // it was replaced or grew since configFiles: say the size of the one read
+		if info, err := f.Stat(); err == nil && info.Size() > MaxConfigBytes {
+			return nil, tooBig(path, fmt.Sprintf("file is %d bytes", info.Size()))
+		}
 		return nil, tooBig(path, fmt.Sprintf("file is more than %d bytes", MaxConfigBytes))
 	}
 	return buf.Bytes(), nil
