@@ -177,7 +177,7 @@ func housekeeping(topo *topology.Topology, cores []int, threads map[int][]int) (
 	}
 	return 0, def, "", fmt.Errorf("no CPU for the default pool: every online CPU is out of the kernel's load balancing "+
 		"(isolcpus= domain %s), and pod sandboxes need CPUs it balances; leave one out of isolcpus= (the kernel keeps "+
-		"its boot CPU), or write a pool config", topo.Isolation.Domain)
+		"its boot CPU)", topo.Isolation.Domain)
 }
 
 // leftOut names the derived pools cfg lacks.
