@@ -93,6 +93,8 @@ func TestDerive(t *testing.T) {
 			"this node's 0 cores without a CPU the host isolated are too few for pools shared_caas, exclusive_dp"}},
 		{spec: "cores=2,threads=2,isolcpus=0-1,nohz_full=3", want: "default=2/singleThreaded exclusive_rt=0-1,3/singleThreaded/prefer",
 			warnings: []string{`the default pool has core 0's CPUs 2, and pool "exclusive_rt" its others`, "too few for pools shared_caas, exclusive_dp"}},
+		{spec: "cores=2,threads=2,isolcpus=0,2-3", want: "default=1/singleThreaded exclusive_rt=0,2-3/singleThreaded/prefer",
+			warnings: []string{`the default pool has core 1's CPUs 1, and pool "exclusive_rt" its others`, "too few for pools shared_caas, exclusive_dp"}},
 		// Nothing is left that the host did not isolate: the default pool takes CPUs the kernel balances.
 		{spec: "cores=2,isolcpus=nohz,0-1", want: "default=0/singleThreaded exclusive_rt=1/singleThreaded/prefer", warnings: []string{
 			"the host isolated every CPU (isolcpus=, nohz_full=): the default pool has core 0's CPUs 0, which the kernel still balances",
