@@ -37,8 +37,8 @@ var derivedPools = []string{DefaultPoolName, DerivedShared, DerivedDataPlane, De
 // A node with too few cores for all of them gets as many as fit, in the order default,
 // shared_caas, exclusive_dp, exclusive_rt (one core: default alone); a warning names the pools
 // left out. CPUs the host isolated are never in the default or shared pool: when every core
-// has some, the default pool takes the first core's CPUs the host did not isolate, and a
-// warning says so. On the example's node (2 sockets × 8 cores × 2 threads) it is
+// has some, the default pool takes the others of the first core that has others (exclusive_rt
+// the rest), and a warning says so. On the example's node (2 sockets × 8 cores × 2 threads) it is
 // poolconfig-example.yaml's layout. The config has no nodeSelector; Source names it.
 //
 // Derive is pure and deterministic. It fails only when every online CPU is out of the kernel's
