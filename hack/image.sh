@@ -16,7 +16,7 @@
 #   -t, --tag REF      image reference to push (required); a registry on loopback is spoken
 #                      to in plain HTTP (crane's rule for localhost and 127.0.0.1)
 #   --version V        main.version of the binaries (default: git describe --always --dirty,
-#                      else dev)
+#                      else dev); main.commit is git rev-parse HEAD
 #   --bin-dir DIR      also leave the binaries in DIR
 # Environment:
 #   GO        go command (default go); the build uses the ordinary Go build cache
@@ -57,6 +57,7 @@ busybox=${BUSYBOX:-/bin/busybox}
 if [[ -z $version ]]; then
 	version=$(git -C "$repo" describe --always --dirty 2>/dev/null) || version=dev
 fi
+commit=$(git -C "$repo" rev-parse HEAD 2>/dev/null) || commit="" # podfence version shows it
 if [[ -n ${CRANE:-} ]]; then
 	read -ra crane <<<"$CRANE"
 elif command -v crane >/dev/null; then
@@ -73,7 +74,7 @@ arch=$("$go" env GOARCH)
 # The binaries, as deploy/Dockerfile builds them.
 mkdir -p "$tmp/bin/usr/local/bin"
 for cmd in podfence podfence-extender podfence-dra; do
-	(cd "$repo" && CGO_ENABLED=0 GOOS=linux "$go" build -tags grpcnotrace -trimpath -ldflags "-s -w -X main.version=$version" \
+	(cd "$repo" && CGO_ENABLED=0 GOOS=linux "$go" build -tags grpcnotrace -trimpath -ldflags "-s -w -X main.version=$version -X main.commit=$commit" \
 		-o "$tmp/bin/usr/local/bin/$cmd" "./cmd/$cmd") || die "go build ./cmd/$cmd failed"
 done
 t1=$(date +%s%3N)

@@ -73,6 +73,8 @@ func newCoreSchedCmd() *cobra.Command {
 		Long: `coresched checks Linux core scheduling on this node (run it as root on the host, or in the
 agent's pod, which has the host's PID namespace). There is no /proc file for cookies:
 these commands ask the kernel with prctl(PR_SCHED_CORE).`,
+		Example: `  podfence coresched probe
+  podfence coresched get 4242`,
 	}
 	cmd.AddCommand(newCoreSchedProbeCmd(), newCoreSchedGetCmd())
 	return cmd
@@ -83,7 +85,9 @@ func newCoreSchedProbeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Say whether this kernel can give tasks cookies; exit 1 when not",
-		Args:  cobra.NoArgs,
+		Example: `  podfence coresched probe
+  podfence coresched probe --proc /host/proc`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s := kernel.Prctl{}.Probe()
 			out := cmd.OutOrStdout()

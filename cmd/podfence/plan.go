@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,8 +43,13 @@ what podfence would give each container: pool, CPUs and their placement, memory 
 quota and environment, then pool utilisation, refusals and warnings.
 
 With no arguments and no flags it runs an embedded example: a 2-socket SMT node, sample pools
-and sample pods, one of which does not fit.`,
+and sample pods, one of which does not fit. Without --pools, on any other node it plans on a
+pool layout derived from the node (default and shared_caas on the first cores, exclusive_dp
+and exclusive_rt on whole cores after them, the latter on the cores the host isolated; as
+many as fit); the header says so.`,
 		Example: `  podfence plan
+  podfence plan --topology host
+  cat pods.yaml | podfence plan --topology host -
   podfence plan --topology host --pools /etc/podfence/pools pods.yaml
   podfence plan --topology sockets=2,numa=4,cores=64,threads=2 --pools poolconfig-a.yaml -o json pods.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,7 +59,7 @@ and sample pods, one of which does not fit.`,
 	cmd.Flags().StringVar(&f.topology, "topology", "",
 		`node topology: "host" (this machine's /sys, and /proc/cmdline for the CPUs it isolated), a sysfs root `+
 			`directory, or a synthetic spec such as "sockets=2,numa=4,cores=64,threads=2,isolcpus=2-7" (default: the example's)`)
-	cmd.Flags().StringVar(&f.pools, "pools", "", "pool config: a poolconfig-*.yaml file or a directory of them (default: the example's)")
+	cmd.Flags().StringVar(&f.pools, "pools", "", "pool config: a poolconfig-*.yaml file or a directory of them (default: the example's on its node, else one derived from the node)")
 	cmd.Flags().StringArrayVar(&f.labels, "node-label", nil, "node label key=value, matched against nodeSelector (repeatable)")
 	cmd.Flags().StringVar(&f.checkpoint, "checkpoint", "", "start from the allocations recorded in this agent checkpoint directory")
 	cmd.Flags().StringVar(&f.draState, "dra-state-dir", "", "plan DRA claims with the grants the DRA driver (podfence-dra) "+
@@ -76,7 +82,12 @@ func runPlan(out io.Writer, f planFlags, args []string) error {
 		return err
 	}
 	var configs []*pools.Config
-	if f.pools == "" {
+	switch {
+	case f.pools != "":
+		if configs, err = pools.Load(f.pools); err != nil {
+			return err
+		}
+	case isExampleNode(topo):
 		cfg, err := pools.Parse("embedded "+example.PoolConfigName, example.PoolConfig)
 		if err != nil {
 			return err
@@ -85,15 +96,27 @@ func runPlan(out io.Writer, f planFlags, args []string) error {
 		if len(f.labels) == 0 {
 			labels = example.NodeLabels()
 		}
-	} else if configs, err = pools.Load(f.pools); err != nil {
-		return err
+	default:
+		cfg, err := pools.Derive(topo, derivedPools)
+		if err != nil {
+			return fmt.Errorf("%w; or pass a pool config with --pools", err)
+		}
+		configs = []*pools.Config{cfg}
 	}
 	cfg, err := pools.Select(configs, labels)
 	if err != nil {
 		return err
 	}
 	layout, err := pools.Resolve(cfg, topo)
-	if err != nil {
+	if err != nil && f.pools != "" {
+		node := f.topology
+		if node == "" {
+			node = example.Topology + " (the default)"
+		}
+		return fmt.Errorf("pool config %s does not fit the node of --topology %s (%s): change the pools' cpus in %s, "+
+			"or pass --topology for the node it is written for, or leave out --pools to plan on a layout derived from the node\n%w",
+			cfg.Source, node, topo.Summary(), cfg.Source, err)
+	} else if err != nil {
 		return err
 	}
 	pods, err := readPods(args)
@@ -124,6 +147,17 @@ func runPlan(out io.Writer, f planFlags, args []string) error {
 		}{topo.Summary(), topo.Source, topo.Isolation.Lists(), layout.Source, rep})
 	}
 	return node.WriteText(out, rep)
+}
+
+// derivedPools is the Source of the layout plan derives from a node when no --pools is given.
+const derivedPools = "derived from the node's topology, as no --pools was given (to plan with your own, write a " +
+	"poolconfig.yaml as README.md's \"Writing a pool config\" says and pass --pools poolconfig.yaml)"
+
+// isExampleNode says whether topo is the embedded example's node (as its synthetic spec, or
+// a sysfs tree of the same shape), which plans on the embedded pool config.
+func isExampleNode(topo *topology.Topology) bool {
+	ex, err := topology.Synthetic(example.Topology)
+	return err == nil && maps.Equal(topo.CPUs, ex.CPUs) && topo.Offline.IsEmpty() && !topo.Isolation.Any()
 }
 
 // restoreCheckpoint loads an agent checkpoint into st, refusing records that no longer fit.

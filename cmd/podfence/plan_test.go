@@ -10,8 +10,11 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/podfence/podfence/example"
 	"github.com/podfence/podfence/internal/cpu/allocation"
+	"github.com/podfence/podfence/internal/cpu/topology"
 	"github.com/podfence/podfence/internal/dra/grant"
+	"github.com/podfence/podfence/internal/manifest"
 	"github.com/podfence/podfence/internal/nodeagent/checkpoint"
 )
 
@@ -245,5 +248,186 @@ status:
 	err := runPlan(&out, planFlags{output: "text", draState: filepath.Join(dir, "none")}, nil)
 	if err == nil || !strings.Contains(err.Error(), "flag --dra-state-dir: stat") {
 		t.Errorf("err %v, want the missing directory named", err)
+	}
+}
+
+// TestPlanREADMEFirstCommand: `podfence plan` with no arguments, the README's first command,
+// prints exactly the plan the README shows (the golden output), and so does the example's
+// node named by its spec.
+func TestPlanREADMEFirstCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "`podfence plan` with no arguments plans the embedded example")
+	_, after, ok2 := strings.Cut(after, "\n```\n")
+	golden, _, ok3 := strings.Cut(after, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md: no plan output block after \"`podfence plan` with no arguments plans the embedded example\"")
+	}
+	for _, f := range []planFlags{{output: "text"}, {output: "text", topology: example.Topology}} {
+		var out bytes.Buffer
+		if err := runPlan(&out, f, nil); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != golden {
+			t.Errorf("podfence plan --topology %q prints\n%s\nREADME.md shows\n%s", f.topology, out.String(), golden)
+		}
+	}
+}
+
+// TestPlanDerivedPools: without --pools, plan on any node plans the sample pods on a layout
+// derived from the node, says so in its header with how to use one's own, and never fails;
+// the plan is valid: every container runs inside its pool, no two hold the same exclusive
+// CPU, and what a small node lacks is a refusal, not an error.
+func TestPlanDerivedPools(t *testing.T) {
+	for _, spec := range []string{
+		"cores=1", "cores=2", "cores=1,threads=2", "cores=4", "cores=2,threads=2", "sockets=4,cores=1",
+		"sockets=2,numa=4,cores=16,threads=2", "cores=64", "sockets=8,cores=8", "cores=32,threads=2,numbering=adjacent",
+		"sockets=2,numa=8,cores=128,threads=2", "sockets=8,cores=64", "sockets=4,numa=8,cores=32,threads=4",
+		"cores=8,threads=2,isolcpus=managed_irq,domain,6-7,14-15",
+	} {
+		t.Run(spec, func(t *testing.T) { checkDerivedPlan(t, spec) })
+	}
+	fixtures, err := filepath.Glob("../../internal/cpu/topology/testdata/sysfs/*")
+	if err != nil || len(fixtures) == 0 {
+		t.Fatalf("sysfs fixtures: %v", err)
+	}
+	for _, dir := range fixtures {
+		t.Run(filepath.Base(dir), func(t *testing.T) { checkDerivedPlan(t, dir) })
+	}
+	t.Run("host", func(t *testing.T) {
+		if _, err := topology.DiscoverHost("/sys", "/proc"); err != nil {
+			t.Skipf("this machine's topology: %v", err)
+		}
+		checkDerivedPlan(t, "host")
+	})
+}
+
+// checkDerivedPlan runs plan on node (a --topology value) without --pools, in text and JSON:
+// it succeeds, the header names the pool layout derived from the node (the embedded one on
+// the example's node), and the plan is valid (checkValidPlan).
+func checkDerivedPlan(t *testing.T, node string) {
+	t.Helper()
+	var text bytes.Buffer
+	if err := runPlan(&text, planFlags{topology: node, output: "text"}, nil); err != nil {
+		t.Fatalf("podfence plan --topology %s: %v", node, err)
+	}
+	topo, err := loadTopology(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Pool config: " + derivedPools + "\n"
+	if isExampleNode(topo) {
+		want = "Pool config: embedded " + example.PoolConfigName + "\n"
+	}
+	if !strings.Contains(text.String(), want) {
+		t.Errorf("header lacks %q:\n%s", want, text.String())
+	}
+	var out bytes.Buffer
+	if err := runPlan(&out, planFlags{topology: node, output: "json"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkValidPlan(t, out.Bytes())
+}
+
+// checkValidPlan checks a JSON plan of the sample pods: each container's CPUs are in its
+// pool, exclusive CPUs are held once, every sample container is placed or its pod refused,
+// and refusals are for a pool the node lacks or too few CPUs.
+func checkValidPlan(t *testing.T, js []byte) {
+	t.Helper()
+	var rep struct {
+		Containers []struct {
+			Pod, Container string
+			Decision       struct {
+				Allocation struct{ Pool, Type string }
+				CPUs       string
+			}
+		}
+		Refusals []struct{ Pod, Code, Reason string }
+		Pools    []struct{ Pool, CPUs string }
+	}
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatal(err)
+	}
+	pools := map[string]cpuset.CPUSet{}
+	for _, p := range rep.Pools {
+		pools[p.Pool] = mustCPUs(t, p.CPUs)
+	}
+	held := cpuset.New()
+	placed := map[string]bool{}
+	for _, c := range rep.Containers {
+		cpus, a := mustCPUs(t, c.Decision.CPUs), c.Decision.Allocation
+		if pool, ok := pools[a.Pool]; !ok || cpus.IsEmpty() || !cpus.IsSubsetOf(pool) {
+			t.Errorf("%s/%s: CPUs %s not in pool %q (%s)", c.Pod, c.Container, cpus, a.Pool, pool)
+		}
+		if a.Type == "exclusive" {
+			if !held.Intersection(cpus).IsEmpty() {
+				t.Errorf("%s/%s: CPUs %s already held", c.Pod, c.Container, held.Intersection(cpus))
+			}
+			held = held.Union(cpus)
+		}
+		placed[c.Pod] = true
+	}
+	for _, r := range rep.Refusals {
+		switch r.Code {
+		case "UnknownPool", "NotEnoughCPUs", "ExclusiveTooLarge":
+		default:
+			t.Errorf("pod %s refused (%s): %s", r.Pod, r.Code, r.Reason)
+		}
+		placed[r.Pod] = true
+	}
+	pods, err := manifest.ReadPods(bytes.NewReader(example.Pods), "example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if name := p.Namespace + "/" + p.Name; !placed[name] {
+			t.Errorf("pod %s neither placed nor refused", name)
+		}
+	}
+}
+
+func mustCPUs(t *testing.T, s string) cpuset.CPUSet {
+	t.Helper()
+	cpus, err := cpuset.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpus
+}
+
+// TestPlanPoolsDoNotFit: a pool config that does not fit the node says which file and which
+// flags to change, then every problem.
+func TestPlanPoolsDoNotFit(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "poolconfig-a.yaml")
+	os.WriteFile(file, []byte("pools:\n  default: {cpus: \"0\"}\n  exclusive_a: {cpus: \"1,16-17\"}\n  shared_s: {cpus: \"18\"}\n"), 0o644)
+	write := func(name, text string) string {
+		name = filepath.Join(t.TempDir(), name)
+		os.WriteFile(name, []byte(text), 0o644)
+		return name
+	}
+	for _, tc := range []struct {
+		f    planFlags
+		want string
+	}{
+		{planFlags{topology: "cores=2", pools: dir}, "pool config " + file + " does not fit the node of --topology cores=2 " +
+			"(1 socket, 1 NUMA node, 2 cores, 2 CPUs (no SMT), 1 L3 group): change the pools' cpus in " + file +
+			", or pass --topology for the node it is written for, or leave out --pools to plan on a layout derived from the node\n" +
+			file + `: pool "exclusive_a": cpus "1,16-17": CPUs 16-17 are not present on this node (present CPUs: 0-1)` + "\n" +
+			file + `: pool "shared_s": cpus "18": CPU 18 is not present on this node (present CPUs: 0-1)`},
+		{planFlags{topology: "cores=2,isolcpus=0", pools: write("poolconfig-b.yaml", `pools: {default: {cpus: "0"}, exclusive_b: {cpus: "1"}}`)},
+			"does not fit the node of --topology cores=2,isolcpus=0 "},
+		{planFlags{pools: write("poolconfig-c.yaml", `pools: {default: {cpus: "0-40"}}`), labels: []string{"a=b"}},
+			"does not fit the node of --topology " + example.Topology + " (the default) "},
+	} {
+		tc.f.output = "text"
+		err := runPlan(&bytes.Buffer{}, tc.f, nil)
+		if tc.f.topology == "cores=2" && (err == nil || err.Error() != tc.want) {
+			t.Errorf("err = %v\nwant %s", err, tc.want)
+		} else if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want %q", err, tc.want)
+		}
 	}
 }

@@ -164,20 +164,23 @@ func usageText(u PoolUsage) string {
 	case allocation.TypeExclusive:
 		s := fmt.Sprintf("%d/%d CPUs held (%d%%), %s", u.Held, u.Size, Percent(int64(u.Held), int64(u.Size)), containers(u.Containers))
 		if u.Idled > 0 {
-			s += fmt.Sprintf(", %d idled siblings", u.Idled)
+			s += ", " + plural(u.Idled, "idled sibling")
 		}
 		return s
 	case allocation.TypeShared:
 		return fmt.Sprintf("%d/%d millicpu granted (%d%%), %s", u.MilliCPU, u.Capacity, Percent(u.MilliCPU, u.Capacity), containers(u.Containers))
 	}
-	return fmt.Sprintf("%s on %d CPUs, with every pod sandbox", containers(u.Containers), u.Size)
+	return fmt.Sprintf("%s on %s, with every pod sandbox", containers(u.Containers), plural(u.Size, "CPU"))
 }
 
-func containers(n int) string {
+func containers(n int) string { return plural(n, "container") }
+
+// plural is "1 container", "2 containers".
+func plural(n int, noun string) string {
 	if n == 1 {
-		return "1 container"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%d containers", n)
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // Percent is a as a whole percentage of b, rounded down; 0 when b is 0.

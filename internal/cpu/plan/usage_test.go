@@ -175,3 +175,19 @@ func TestWriteTextWarnings(t *testing.T) {
 		t.Errorf("text report:\n%s\nwant it to end with %q and have no refusals", buf.String(), want)
 	}
 }
+
+// TestUsageTextOne: a default pool of one CPU and one idled sibling read in the singular (a
+// one-core node's derived layout).
+func TestUsageTextOne(t *testing.T) {
+	for _, tc := range []struct {
+		u    PoolUsage
+		want string
+	}{
+		{PoolUsage{Type: "default", Size: 1, Containers: 1}, "1 container on 1 CPU, with every pod sandbox"},
+		{PoolUsage{Type: "exclusive", Size: 4, Held: 2, Idled: 1, Containers: 1}, "2/4 CPUs held (50%), 1 container, 1 idled sibling"},
+	} {
+		if got := usageText(tc.u); got != tc.want {
+			t.Errorf("usageText(%+v) = %q, want %q", tc.u, got, tc.want)
+		}
+	}
+}
